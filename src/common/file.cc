@@ -1,0 +1,53 @@
+#include "common/file.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tarn {
+
+StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    Status s(err == ENOENT ? StatusCode::kNotFound : StatusCode::kPermissionDenied,
+             path + ": cannot open: " + std::strerror(err));
+    return s;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return InvalidArgumentError(path + ": not a regular file");
+  }
+  if (static_cast<size_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return InvalidArgumentError(path + ": " + std::to_string(st.st_size) +
+                                " bytes is larger than the limit of " +
+                                std::to_string(max_bytes));
+  }
+  std::string out;
+  char buf[65536];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      int err = errno;
+      ::close(fd);
+      return InternalError(path + ": read failed: " + std::strerror(err));
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {
+      ::close(fd);
+      return InvalidArgumentError(path + ": larger than the limit of " +
+                                  std::to_string(max_bytes) + " bytes");
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+}  // namespace tarn

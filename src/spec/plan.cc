@@ -1,0 +1,126 @@
+#include "spec/plan.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "common/status.h"
+#include "spec/substitution.h"
+
+namespace tarn::spec {
+namespace {
+
+std::vector<std::vector<std::string>> StartWaves(const Assembly& a) {
+  std::vector<std::vector<std::string>> waves;
+  std::set<std::string> started;
+  std::vector<bool> done(a.components.size(), false);
+  size_t remaining = a.components.size();
+  while (remaining > 0) {
+    std::vector<std::string> wave;
+    std::vector<size_t> picked;
+    for (size_t i = 0; i < a.components.size(); ++i) {
+      if (done[i]) continue;
+      const auto& deps = a.components[i].dependencies;
+      if (std::all_of(deps.begin(), deps.end(),
+                      [&](const std::string& d) { return started.count(d) > 0; })) {
+        wave.push_back(a.components[i].name);
+        picked.push_back(i);
+      }
+    }
+    TARN_CHECK(!picked.empty());  // the validator rejects cycles
+    for (size_t i : picked) {
+      done[i] = true;
+      started.insert(a.components[i].name);
+      --remaining;
+    }
+    waves.push_back(std::move(wave));
+  }
+  return waves;
+}
+
+std::string Upper(std::string s) {
+  for (char& c : s) {
+    if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
+    if (c == '-') c = '_';
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string TfConfigJson(const Assembly& a, const Component& component, int64_t index,
+                         const std::string& user, const std::string& domain) {
+  if (component.tf_role == TfRole::kNone) return "";
+  nlohmann::json cluster = nlohmann::json::object();
+  for (const Component& c : a.components) {
+    if (c.tf_role == TfRole::kNone || c.number_of_containers == 0 || !c.tf_port) continue;
+    nlohmann::json& job = cluster[TfRoleName(c.tf_role)];
+    job = nlohmann::json::array();
+    for (int64_t i = 0; i < c.number_of_containers; ++i) {
+      job.push_back(InstanceHostname(InstanceName(c.name, i), a.name, user, domain) + ":" +
+                    std::to_string(*c.tf_port));
+    }
+  }
+  nlohmann::json config = {
+      {"cluster", cluster},
+      {"task", {{"type", TfRoleName(component.tf_role)}, {"index", index}}},
+  };
+  return config.dump();
+}
+
+Plan MakePlan(const Assembly& a, const std::string& user, const std::string& domain) {
+  Plan plan;
+  plan.waves = StartWaves(a);
+  for (const Component& c : a.components) {
+    if (c.tf_role != TfRole::kNone) plan.gang.push_back(c.name);
+  }
+  if (!a.gang) plan.gang.clear();
+  std::map<std::string, const Component*> by_name;
+  for (const Component& c : a.components) by_name[c.name] = &c;
+  Variables base = AssemblyVariables(a, user, domain);
+  for (const auto& wave : plan.waves) {
+    for (const std::string& name : wave) {
+      const Component& c = *by_name.at(name);
+      for (int64_t i = 0; i < c.number_of_containers; ++i) {
+        Variables vars = InstanceVariables(base, a, c, i, user, domain);
+        InstancePlan inst;
+        inst.component = c.name;
+        inst.index = i;
+        inst.name = InstanceName(c.name, i);
+        inst.hostname = InstanceHostname(inst.name, a.name, user, domain);
+        inst.command = Substitute(c.launch_command, vars).text;
+        std::map<std::string, std::string> env;
+        for (const auto& [k, v] : c.configuration.env) env[k] = Substitute(v, vars).text;
+        env["TARN_ASSEMBLY"] = a.name;
+        env["TARN_USER"] = user;
+        env["TARN_DOMAIN"] = domain;
+        env["TARN_COMPONENT"] = c.name;
+        env["TARN_INSTANCE"] = inst.name;
+        env["TARN_INDEX"] = std::to_string(i);
+        env["TARN_HOSTNAME"] = inst.hostname;
+        env["TARN_VCORES"] = std::to_string(c.resource.cpus.value_or(0));
+        env["TARN_MEMORY_MB"] = std::to_string(c.resource.memory_mib.value_or(0));
+        for (const NamedPort& p : c.ports) env["TARN_PORT_" + Upper(p.name)] = std::to_string(p.port);
+        std::string tf = TfConfigJson(a, c, i, user, domain);
+        if (!tf.empty()) env["TF_CONFIG"] = tf;
+        inst.env.assign(env.begin(), env.end());
+        inst.env_at_launch = {"TARN_IP", "TARN_SHARED_DIR", "TARN_CONTAINER_ID"};
+        if (c.resource.gpus.value_or(0) > 0) {
+          inst.env_at_launch.push_back("CUDA_VISIBLE_DEVICES");
+          inst.env_at_launch.push_back("NVIDIA_VISIBLE_DEVICES");
+        }
+        if (c.readiness_check) {
+          ReadinessCheck check = *c.readiness_check;
+          for (auto& [k, v] : check.properties) v = Substitute(v, vars).text;
+          inst.readiness_check = std::move(check);
+        }
+        plan.instances.push_back(std::move(inst));
+      }
+    }
+  }
+  return plan;
+}
+
+}  // namespace tarn::spec

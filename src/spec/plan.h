@@ -1,0 +1,48 @@
+// The plan of an assembly: what tarn will start, in which order, with which command and
+// environment, before any placement happens. `tarn explain` prints it; the service layer
+// starts instances from it. Pure functions of a validated Assembly; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "spec/assembly.h"
+
+namespace tarn::spec {
+
+struct InstancePlan {
+  std::string component;
+  int64_t index = 0;
+  std::string name;      // worker-0
+  std::string hostname;  // worker-0.fmnist.alice.tarn
+  std::string command;   // launch_command after substitution
+  // The environment tarn gives the instance: the assembly's env after substitution and
+  // tarn's own variables, sorted by name.
+  std::vector<std::pair<std::string, std::string>> env;
+  // Variables whose values exist only once the instance is placed (TARN_IP, GPUs...).
+  std::vector<std::string> env_at_launch;
+  std::optional<ReadinessCheck> readiness_check;  // properties after substitution
+};
+
+struct Plan {
+  // Components in start order: every component of wave k depends only on components of
+  // earlier waves. Declaration order inside a wave.
+  std::vector<std::vector<std::string>> waves;
+  // Components with a tarn.tf.role, placed as one gang when Assembly::gang.
+  std::vector<std::string> gang;
+  std::vector<InstancePlan> instances;  // by wave, then component, then index
+};
+
+// REQUIRES: `assembly` came out of ParseAssembly without errors.
+Plan MakePlan(const Assembly& assembly, const std::string& user, const std::string& domain);
+
+// TF_CONFIG for instance `index` of `component`, exactly as TensorFlow reads it:
+// {"cluster":{"ps":["ps-0.a.u.d:2222",...],"worker":[...]},"task":{"type":"worker","index":1}}.
+// Empty when the component has no tarn.tf.role.
+std::string TfConfigJson(const Assembly& assembly, const Component& component, int64_t index,
+                         const std::string& user, const std::string& domain);
+
+}  // namespace tarn::spec
