@@ -1,6 +1,6 @@
 #include "spec/document.h"
 
-#include <yaml-cpp/yaml.h>
+#include <yaml.h>
 
 #include <cerrno>
 #include <cmath>
@@ -88,9 +88,10 @@ json ParseJson(std::string_view text, Diagnostics& diags) {
   try {
     value = json::parse(text.begin(), text.end(), cb, /*allow_exceptions=*/true,
                         /*ignore_comments=*/false);
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: ...";
-    // keep the part after the id.
+  } catch (const json::exception& e) {
+    // parse_error, or out_of_range for a number too large for a double ("1E400"). what() is
+    // "[json.exception.parse_error.101] parse error at line 3, column 5: ..."; keep the part
+    // after the id.
     std::string what = e.what();
     size_t cut = what.find("] ");
     std::string msg = cut == std::string::npos ? what : what.substr(cut + 2);
@@ -143,12 +144,14 @@ json PlainScalar(const std::string& s) {
   return s;
 }
 
+// Converts a libyaml document graph; aliases point at shared nodes, so the node budget
+// also stops "billion laughs" documents.
 class YamlConverter {
  public:
-  explicit YamlConverter(Diagnostics& diags) : diags_(diags) {}
+  YamlConverter(yaml_document_t* doc, Diagnostics& diags) : doc_(doc), diags_(diags) {}
 
-  json Convert(const YAML::Node& node, const std::string& path, int depth) {
-    if (failed_) return nullptr;
+  json Convert(yaml_node_t* node, const std::string& path, int depth) {
+    if (failed_ || node == nullptr) return nullptr;
     if (++nodes_ > kMaxNodes) {
       diags_.Error(path, "more than " + std::to_string(kMaxNodes) +
                              " values (after expanding YAML aliases)");
@@ -160,87 +163,135 @@ class YamlConverter {
       failed_ = true;
       return nullptr;
     }
-    switch (node.Type()) {
-      case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null:
-        return nullptr;
-      case YAML::NodeType::Scalar:
+    switch (node->type) {
+      case YAML_SCALAR_NODE:
         return Scalar(node, path);
-      case YAML::NodeType::Sequence: {
+      case YAML_SEQUENCE_NODE: {
         json arr = json::array();
         size_t i = 0;
-        for (const YAML::Node& item : node) {
-          arr.push_back(Convert(item, IndexPath(path, i++), depth + 1));
+        for (yaml_node_item_t* it = node->data.sequence.items.start;
+             it < node->data.sequence.items.top; ++it) {
+          arr.push_back(Convert(yaml_document_get_node(doc_, *it), IndexPath(path, i++),
+                                depth + 1));
         }
         return arr;
       }
-      case YAML::NodeType::Map: {
+      case YAML_MAPPING_NODE: {
         json obj = json::object();
-        for (const auto& kv : node) {
-          if (!kv.first.IsScalar()) {
+        for (yaml_node_pair_t* p = node->data.mapping.pairs.start;
+             p < node->data.mapping.pairs.top; ++p) {
+          yaml_node_t* key = yaml_document_get_node(doc_, p->key);
+          if (key == nullptr || key->type != YAML_SCALAR_NODE) {
             diags_.Error(path, "a mapping key must be a plain string, not a list or mapping");
             failed_ = true;
             return nullptr;
           }
-          const std::string& key = kv.first.Scalar();
-          std::string child = ChildPath(path, key);
-          if (obj.contains(key)) {
+          std::string k(reinterpret_cast<const char*>(key->data.scalar.value),
+                        key->data.scalar.length);
+          std::string child = ChildPath(path, k);
+          if (obj.contains(k)) {
             diags_.Error(child, "duplicate key (a mapping must not repeat a key; only one value "
                                 "would be kept)");
             continue;
           }
-          obj[key] = Convert(kv.second, child, depth + 1);
+          obj[k] = Convert(yaml_document_get_node(doc_, p->value), child, depth + 1);
         }
         return obj;
       }
+      default:
+        return nullptr;
     }
-    return nullptr;
   }
 
  private:
-  json Scalar(const YAML::Node& node, const std::string& path) {
-    const std::string& tag = node.Tag();
-    const std::string& s = node.Scalar();
-    if (tag == "!" || tag == "tag:yaml.org,2002:str") return s;  // quoted, or !!str
-    if (tag == "?" || tag.empty()) return PlainScalar(s);
-    if (tag == "tag:yaml.org,2002:int" || tag == "tag:yaml.org,2002:float" ||
-        tag == "tag:yaml.org,2002:bool" || tag == "tag:yaml.org,2002:null") {
+  json Scalar(yaml_node_t* node, const std::string& path) {
+    std::string s(reinterpret_cast<const char*>(node->data.scalar.value),
+                  node->data.scalar.length);
+    std::string tag = node->tag ? reinterpret_cast<const char*>(node->tag) : "";
+    const bool plain = node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+    // libyaml gives untagged scalars the default str tag; only their style tells plain
+    // (resolved by the core schema) from quoted (always a string).
+    if (tag == YAML_STR_TAG || tag.empty()) return plain ? PlainScalar(s) : json(s);
+    if (tag == YAML_INT_TAG || tag == YAML_FLOAT_TAG || tag == YAML_BOOL_TAG ||
+        tag == YAML_NULL_TAG) {
       return PlainScalar(s);
     }
     diags_.Error(path, "unsupported YAML tag " + Quote(tag) + " (use plain values)");
     return s;
   }
 
+  yaml_document_t* doc_;
   Diagnostics& diags_;
   size_t nodes_ = 0;
   bool failed_ = false;
 };
 
+// Owns a libyaml parser and its current document.
+class YamlReader {
+ public:
+  explicit YamlReader(std::string_view text) {
+    yaml_parser_initialize(&parser_);
+    yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text.data()),
+                                 text.size());
+  }
+  ~YamlReader() {
+    if (loaded_) yaml_document_delete(&doc_);
+    yaml_parser_delete(&parser_);
+  }
+  YamlReader(const YamlReader&) = delete;
+  YamlReader& operator=(const YamlReader&) = delete;
+
+  // Loads the next document; false on a syntax error (see Error()). Root() is null at the end.
+  bool Next() {
+    if (loaded_) yaml_document_delete(&doc_);
+    loaded_ = yaml_parser_load(&parser_, &doc_) != 0;
+    return loaded_;
+  }
+  yaml_node_t* Root() { return yaml_document_get_root_node(&doc_); }
+  yaml_document_t* document() { return &doc_; }
+
+  std::string Error() const {
+    std::string out = "not valid YAML: ";
+    out += "line " + std::to_string(parser_.problem_mark.line + 1) + ", column " +
+           std::to_string(parser_.problem_mark.column + 1) + ": ";
+    out += parser_.problem ? parser_.problem : "syntax error";
+    if (parser_.context) {
+      out += " (";
+      out += parser_.context;
+      out += ")";
+    }
+    return out;
+  }
+
+ private:
+  yaml_parser_t parser_{};
+  yaml_document_t doc_{};
+  bool loaded_ = false;
+};
+
 json ParseYaml(std::string_view text, Diagnostics& diags) {
-  std::vector<YAML::Node> docs;
-  try {
-    docs = YAML::LoadAll(std::string(text));
-  } catch (const YAML::Exception& e) {
-    std::string where = e.mark.is_null() ? std::string()
-                                         : "line " + std::to_string(e.mark.line + 1) +
-                                               ", column " + std::to_string(e.mark.column + 1) +
-                                               ": ";
-    diags.Error("", "not valid YAML: " + where + e.msg);
+  YamlReader reader(text);
+  if (!reader.Next()) {
+    diags.Error("", reader.Error());
     return json(json::value_t::discarded);
   }
-  if (docs.empty()) {
+  if (reader.Root() == nullptr) {
     diags.Error("", "the file is empty (expected an assembly: name, version, components)");
     return json(json::value_t::discarded);
   }
-  if (docs.size() > 1) {
-    diags.Error("", "holds " + std::to_string(docs.size()) +
-                        " YAML documents; an assembly file holds exactly one");
+  int errors_before = diags.error_count();
+  YamlConverter converter(reader.document(), diags);
+  json value = converter.Convert(reader.Root(), "", 0);
+  if (diags.error_count() != errors_before) return json(json::value_t::discarded);
+  // A second document (after "---") is an error: an assembly file holds exactly one.
+  if (!reader.Next()) {
+    diags.Error("", reader.Error());
     return json(json::value_t::discarded);
   }
-  int errors_before = diags.error_count();
-  YamlConverter converter(diags);
-  json value = converter.Convert(docs[0], "", 0);
-  if (diags.error_count() != errors_before) return json(json::value_t::discarded);
+  if (reader.Root() != nullptr) {
+    diags.Error("", "holds more than one YAML document; an assembly file holds exactly one");
+    return json(json::value_t::discarded);
+  }
   return value;
 }
 
