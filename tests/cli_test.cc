@@ -2,17 +2,16 @@
 // prints with golden files that were written and checked by hand. Nothing here rewrites a
 // golden file: a difference is a failure to look at.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -72,8 +71,7 @@ TEST(ValidateTest, AcceptsEveryExample) {
     Run run = RunTarn({"validate", "--user", "alice", file}, kSource + "/examples");
     EXPECT_EQ(run.exit_code, 0) << file << "\n" << run.err;
     EXPECT_EQ(run.err, "") << file;  // not even a warning
-    EXPECT_NE(run.out.find(std::string(file) + ": valid: assembly "), std::string::npos)
-        << run.out;
+    EXPECT_NE(run.out.find(std::string(file) + ": valid: assembly "), std::string::npos) << run.out;
   }
 }
 
@@ -155,8 +153,8 @@ TEST(ExplainTest, MatchesGoldenFiles) {
 }
 
 TEST(ExplainTest, UserComesFromTarnUserAsADnsLabel) {
-  Run run = RunTarn({"explain", "sleeper/sleeper.json"}, kSource + "/examples",
-                    {"TARN_USER=Bob_Dev"});
+  Run run =
+      RunTarn({"explain", "sleeper/sleeper.json"}, kSource + "/examples", {"TARN_USER=Bob_Dev"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("sleeper-0.sleeper-service.bob-dev.tarn"), std::string::npos);
 }

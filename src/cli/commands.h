@@ -8,7 +8,7 @@
 namespace tarn::cli {
 
 struct AssemblyFlags {
-  std::string user;            // empty: $TARN_USER, else the account
+  std::string user;  // empty: $TARN_USER, else the account
   std::string domain = "tarn";
 };
 

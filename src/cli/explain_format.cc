@@ -76,7 +76,7 @@ std::string FormatPlanText(const Assembly& a, const spec::Plan& plan, const std:
       << (a.lifetime_seconds ? std::to_string(*a.lifetime_seconds) + " s" : "unlimited") << "\n";
   out << "on launch   "
       << (a.desired_state == spec::DesiredState::kStopped ? "saved, not started (state STOPPED)"
-                                                           : "started")
+                                                          : "started")
       << "\n";
   if (!plan.gang.empty()) {
     out << "gang        " << Join(plan.gang, ", ") << " (placed all together or not at all)\n";

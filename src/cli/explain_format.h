@@ -1,9 +1,8 @@
 // Renders a Plan for people (aligned text) and for programs (JSON). Pure; thread-safe.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "spec/assembly.h"
 #include "spec/plan.h"

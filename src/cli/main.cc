@@ -1,6 +1,5 @@
 // The tarn binary: one command line for every verb (DESIGN.md, "Contracts").
 #include <CLI/CLI.hpp>
-
 #include <iostream>
 
 #include "cli/commands.h"
@@ -27,8 +26,9 @@ int main(int argc, char** argv) {
   std::string explain_file;
   std::string output = "text";
   CLI::App* explain = app.add_subcommand(
-      "explain", "print the plan of an assembly: every instance, its command and environment, "
-                 "and the start order");
+      "explain",
+      "print the plan of an assembly: every instance, its command and environment, "
+      "and the start order");
   explain->add_option("FILE", explain_file, "assembly file")->required();
   explain->add_option("-o,--output", output, "text or json")
       ->check(CLI::IsMember({"text", "json"}))

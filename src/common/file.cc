@@ -25,8 +25,7 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
   if (static_cast<size_t>(st.st_size) > max_bytes) {
     ::close(fd);
     return InvalidArgumentError(path + ": " + std::to_string(st.st_size) +
-                                " bytes is larger than the limit of " +
-                                std::to_string(max_bytes));
+                                " bytes is larger than the limit of " + std::to_string(max_bytes));
   }
   std::string out;
   char buf[65536];
@@ -42,8 +41,8 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
     out.append(buf, static_cast<size_t>(n));
     if (out.size() > max_bytes) {
       ::close(fd);
-      return InvalidArgumentError(path + ": larger than the limit of " +
-                                  std::to_string(max_bytes) + " bytes");
+      return InvalidArgumentError(path + ": larger than the limit of " + std::to_string(max_bytes) +
+                                  " bytes");
     }
   }
   ::close(fd);

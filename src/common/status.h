@@ -123,8 +123,7 @@ class [[nodiscard]] StatusOr {
  private:
   void CheckOk() const {
     if (!ok()) {
-      std::cerr << "StatusOr::value() on an error: " << std::get<Status>(rep_).ToString()
-                << "\n";
+      std::cerr << "StatusOr::value() on an error: " << std::get<Status>(rep_).ToString() << "\n";
       std::abort();
     }
   }
@@ -137,9 +136,9 @@ class [[nodiscard]] StatusOr {
 #define TARN_STATUS_CONCAT_(a, b) TARN_STATUS_CONCAT_INNER_(a, b)
 
 // Returns the Status from the enclosing function when `expr` is not OK.
-#define RETURN_IF_ERROR(expr)                   \
-  do {                                          \
-    ::tarn::Status tarn_status_ = (expr);       \
+#define RETURN_IF_ERROR(expr)                    \
+  do {                                           \
+    ::tarn::Status tarn_status_ = (expr);        \
     if (!tarn_status_.ok()) return tarn_status_; \
   } while (false)
 
@@ -152,10 +151,10 @@ class [[nodiscard]] StatusOr {
   lhs = std::move(tmp).value()
 
 // Invariant check: aborts with a message. Never for input from outside the process.
-#define TARN_CHECK(cond)                                                              \
-  do {                                                                                \
-    if (!(cond)) {                                                                    \
+#define TARN_CHECK(cond)                                                            \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
       std::cerr << __FILE__ << ":" << __LINE__ << ": CHECK failed: " #cond << "\n"; \
-      std::abort();                                                                   \
-    }                                                                                 \
+      std::abort();                                                                 \
+    }                                                                               \
   } while (false)

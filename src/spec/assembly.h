@@ -86,12 +86,12 @@ struct NamedPort {
 };
 
 struct Component {
-  std::string name;                 // a DNS label
-  int64_t number_of_containers = 0;  // 0..kMaxContainersPerComponent
-  std::optional<Artifact> artifact;  // none: run launch_command as a plain process
-  std::string launch_command;        // required unless the artifact is DOCKER
-  Resource resource;                 // cpus and memory_mib always set after parsing
-  Configuration configuration;       // merged with the service-level configuration
+  std::string name;                       // a DNS label
+  int64_t number_of_containers = 0;       // 0..kMaxContainersPerComponent
+  std::optional<Artifact> artifact;       // none: run launch_command as a plain process
+  std::string launch_command;             // required unless the artifact is DOCKER
+  Resource resource;                      // cpus and memory_mib always set after parsing
+  Configuration configuration;            // merged with the service-level configuration
   std::vector<std::string> dependencies;  // names of other components; acyclic
   RestartPolicy restart_policy = RestartPolicy::kAlways;
   std::optional<ReadinessCheck> readiness_check;
@@ -100,7 +100,7 @@ struct Component {
 
   // tarn's own keys from configuration.properties.
   TfRole tf_role = TfRole::kNone;
-  std::optional<int> tf_port;   // tarn.tf.port, else the first of `ports`
+  std::optional<int> tf_port;    // tarn.tf.port, else the first of `ports`
   std::vector<NamedPort> ports;  // tarn.ports
 
   friend bool operator==(const Component&, const Component&) = default;

@@ -71,7 +71,8 @@ bool HasDotDotSegment(std::string_view p) {
   size_t start = 0;
   while (start <= p.size()) {
     size_t slash = p.find('/', start);
-    std::string_view seg = p.substr(start, slash == std::string_view::npos ? p.npos : slash - start);
+    std::string_view seg =
+        p.substr(start, slash == std::string_view::npos ? p.npos : slash - start);
     if (seg == "..") return true;
     if (slash == std::string_view::npos) break;
     start = slash + 1;
@@ -79,8 +80,8 @@ bool HasDotDotSegment(std::string_view p) {
   return false;
 }
 
-ConfigFile ParseConfigFile(const json& value, const std::string& path,
-                           const ParseOptions& options, Diagnostics& diags) {
+ConfigFile ParseConfigFile(const json& value, const std::string& path, const ParseOptions& options,
+                           Diagnostics& diags) {
   ConfigFile file;
   ObjectReader r(value, path, diags);
   if (!r.valid()) {
@@ -107,8 +108,9 @@ ConfigFile ParseConfigFile(const json& value, const std::string& path,
       diags.Error(r.PathOf("dest_file"), "must not be empty");
     } else if (HasDotDotSegment(*dest)) {
       diags.Error(r.PathOf("dest_file"),
-                  Quote(*dest) + " must not contain \"..\" (a relative dest_file is created "
-                                 "under the instance's conf/ directory)");
+                  Quote(*dest) +
+                      " must not contain \"..\" (a relative dest_file is created "
+                      "under the instance's conf/ directory)");
     } else if (dest->back() == '/') {
       diags.Error(r.PathOf("dest_file"), Quote(*dest) + " names a directory, not a file");
     }
@@ -169,8 +171,8 @@ ConfigFile ParseConfigFile(const json& value, const std::string& path,
 bool IsEnvName(std::string_view s) {
   if (s.empty() || (s[0] >= '0' && s[0] <= '9')) return false;
   for (char c : s) {
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_';
+    bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
     if (!ok) return false;
   }
   return true;
@@ -233,8 +235,8 @@ constexpr std::array<YarnProperty, 17> kYarnProperties = {{
     {"yarn.service.queue", PropKind::kNoEffect, 0},
 }};
 
-constexpr std::array<std::string_view, 4> kTarnKeys = {"tarn.tf.role", "tarn.tf.port",
-                                                        "tarn.ports", "tarn.gang"};
+constexpr std::array<std::string_view, 4> kTarnKeys = {"tarn.tf.role", "tarn.tf.port", "tarn.ports",
+                                                       "tarn.gang"};
 
 void CheckYarnProperty(const std::string& key, const std::string& value, const std::string& path,
                        Diagnostics& diags) {
@@ -254,8 +256,9 @@ void CheckYarnProperty(const std::string& key, const std::string& value, const s
         }
         return;
       case PropKind::kNoEffect:
-        diags.Warning(path, "configures YARN's own application master and has no effect in "
-                            "tarn");
+        diags.Warning(path,
+                      "configures YARN's own application master and has no effect in "
+                      "tarn");
         return;
     }
   }
@@ -313,8 +316,9 @@ Configuration ParseConfiguration(const json* value, const std::string& path,
     for (const auto& [name, v] : *env) {
       std::string p = ChildPath(r.PathOf("env"), name);
       if (!IsEnvName(name)) {
-        diags.Error(p, "is not an environment variable name (letters, digits and '_', not "
-                       "starting with a digit)");
+        diags.Error(p,
+                    "is not an environment variable name (letters, digits and '_', not "
+                    "starting with a digit)");
       } else if (IsReservedEnv(name)) {
         diags.Error(p, "is set by tarn for every instance and cannot be overridden");
       }
@@ -343,8 +347,7 @@ Configuration ParseConfiguration(const json* value, const std::string& path,
 }
 
 void CheckProperties(const std::map<std::string, std::string>& properties,
-                     const std::string& properties_path, bool service_level,
-                     Diagnostics& diags) {
+                     const std::string& properties_path, bool service_level, Diagnostics& diags) {
   for (const auto& [key, value] : properties) {
     std::string path = ChildPath(properties_path, key);
     if (key == "tarn.tf.role") {
@@ -363,8 +366,9 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
       if (!ports.ok()) diags.Error(path, ports.status().message());
     } else if (key == "tarn.gang") {
       if (!service_level) {
-        diags.Error(path, "belongs in the service's configuration.properties (one gang per "
-                          "assembly)");
+        diags.Error(path,
+                    "belongs in the service's configuration.properties (one gang per "
+                    "assembly)");
       } else if (value != "true" && value != "false") {
         diags.Error(path, Quote(value) + " must be true or false");
       }

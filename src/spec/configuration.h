@@ -4,11 +4,10 @@
 #pragma once
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "spec/assembly.h"
 #include "spec/diagnostics.h"
@@ -23,8 +22,7 @@ Configuration ParseConfiguration(const nlohmann::json* value, const std::string&
 // Checks the tarn.* and yarn.service.* keys of one level's own properties.
 // `properties_path` is e.g. "components[0].configuration.properties".
 void CheckProperties(const std::map<std::string, std::string>& properties,
-                     const std::string& properties_path, bool service_level,
-                     Diagnostics& diags);
+                     const std::string& properties_path, bool service_level, Diagnostics& diags);
 
 // Component-level values win; config files with the same dest_file are replaced.
 Configuration MergeConfiguration(const Configuration& service, const Configuration& component);

@@ -23,8 +23,8 @@ class JsonTracker {
       case json::parse_event_t::object_start:
       case json::parse_event_t::array_start:
         if (stack_.size() >= static_cast<size_t>(kMaxDepth)) {
-          if (!too_deep_) diags_.Error(Path(), "nested deeper than " +
-                                                   std::to_string(kMaxDepth) + " levels");
+          if (!too_deep_)
+            diags_.Error(Path(), "nested deeper than " + std::to_string(kMaxDepth) + " levels");
           too_deep_ = true;
         }
         stack_.push_back({event == json::parse_event_t::object_start, {}, {}, 0});
@@ -171,15 +171,15 @@ class YamlConverter {
         size_t i = 0;
         for (yaml_node_item_t* it = node->data.sequence.items.start;
              it < node->data.sequence.items.top; ++it) {
-          arr.push_back(Convert(yaml_document_get_node(doc_, *it), IndexPath(path, i++),
-                                depth + 1));
+          arr.push_back(
+              Convert(yaml_document_get_node(doc_, *it), IndexPath(path, i++), depth + 1));
         }
         return arr;
       }
       case YAML_MAPPING_NODE: {
         json obj = json::object();
-        for (yaml_node_pair_t* p = node->data.mapping.pairs.start;
-             p < node->data.mapping.pairs.top; ++p) {
+        for (yaml_node_pair_t* p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
+             ++p) {
           yaml_node_t* key = yaml_document_get_node(doc_, p->key);
           if (key == nullptr || key->type != YAML_SCALAR_NODE) {
             diags_.Error(path, "a mapping key must be a plain string, not a list or mapping");
@@ -190,8 +190,9 @@ class YamlConverter {
                         key->data.scalar.length);
           std::string child = ChildPath(path, k);
           if (obj.contains(k)) {
-            diags_.Error(child, "duplicate key (a mapping must not repeat a key; only one value "
-                                "would be kept)");
+            diags_.Error(child,
+                         "duplicate key (a mapping must not repeat a key; only one value "
+                         "would be kept)");
             continue;
           }
           obj[k] = Convert(yaml_document_get_node(doc_, p->value), child, depth + 1);
@@ -205,8 +206,7 @@ class YamlConverter {
 
  private:
   json Scalar(yaml_node_t* node, const std::string& path) {
-    std::string s(reinterpret_cast<const char*>(node->data.scalar.value),
-                  node->data.scalar.length);
+    std::string s(reinterpret_cast<const char*>(node->data.scalar.value), node->data.scalar.length);
     std::string tag = node->tag ? reinterpret_cast<const char*>(node->tag) : "";
     const bool plain = node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
     // libyaml gives untagged scalars the default str tag; only their style tells plain

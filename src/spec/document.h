@@ -6,10 +6,9 @@
 // errors. Pure functions; thread-safe.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "spec/diagnostics.h"
 

@@ -9,12 +9,11 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "spec/diagnostics.h"
 
@@ -34,8 +33,7 @@ class ObjectReader {
   const nlohmann::json* Get(std::string_view key);
 
   std::optional<std::string> String(std::string_view key, bool required = false);
-  std::optional<int64_t> Int(std::string_view key, int64_t min, int64_t max,
-                             bool required = false);
+  std::optional<int64_t> Int(std::string_view key, int64_t min, int64_t max, bool required = false);
   std::optional<bool> Bool(std::string_view key);
   std::optional<std::vector<std::string>> StringList(std::string_view key);
   // An object whose values are strings (numbers and booleans are turned into their text, as

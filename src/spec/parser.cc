@@ -79,24 +79,27 @@ class Parser {
     {
       // YARN reports an unlimited lifetime as -1 and accepts it back.
       auto n = r.Int("lifetime", -1, int64_t{10} * 365 * 24 * 3600);
-      if (n && *n == 0) diags_.Error(r.PathOf("lifetime"), "0 would end the assembly at once "
-                                                           "(use seconds >= 1, or -1 or leave "
-                                                           "it out for unlimited)");
+      if (n && *n == 0)
+        diags_.Error(r.PathOf("lifetime"),
+                     "0 would end the assembly at once "
+                     "(use seconds >= 1, or -1 or leave "
+                     "it out for unlimited)");
       if (n && *n > 0) a.lifetime_seconds = *n;
     }
     if (auto v = r.String("queue")) {
       a.queue = *v;
       if (!IsQueueName(*v)) {
-        diags_.Error(r.PathOf("queue"), Quote(*v) + " is not a queue name (letters, digits, "
-                                                    "'.', '_' and '-')");
+        diags_.Error(r.PathOf("queue"), Quote(*v) +
+                                            " is not a queue name (letters, digits, "
+                                            "'.', '_' and '-')");
       }
     }
     a.artifact = ParseArtifact(r.Get("artifact"), r.PathOf("artifact"));
     a.resource = ParseResource(r.Get("resource"), r.PathOf("resource"));
-    a.configuration = ParseConfiguration(r.Get("configuration"), r.PathOf("configuration"),
-                                         options_, diags_);
-    CheckProperties(a.configuration.properties,
-                    ChildPath(r.PathOf("configuration"), "properties"), true, diags_);
+    a.configuration =
+        ParseConfiguration(r.Get("configuration"), r.PathOf("configuration"), options_, diags_);
+    CheckProperties(a.configuration.properties, ChildPath(r.PathOf("configuration"), "properties"),
+                    true, diags_);
     if (auto it = a.configuration.properties.find("tarn.gang");
         it != a.configuration.properties.end()) {
       a.gang = it->second != "false";
@@ -114,13 +117,15 @@ class Parser {
         a.desired_state = DesiredState::kStarted;
       } else {
         diags_.Error(r.PathOf("state"),
-                     Quote(*state) + " cannot be requested (use STOPPED to save the assembly "
-                                     "without launching it, or STARTED)");
+                     Quote(*state) +
+                         " cannot be requested (use STOPPED to save the assembly "
+                         "without launching it, or STARTED)");
       }
     }
     r.NotSupported("kerberos_principal", "tarn runs without Kerberos");
-    r.NotSupported("docker_client_config", "docker credentials come from the engine's own "
-                                           "configuration");
+    r.NotSupported("docker_client_config",
+                   "docker credentials come from the engine's own "
+                   "configuration");
     r.OutputOnly("id");
     r.OutputOnly("launch_time");
     r.OutputOnly("number_of_running_containers");
@@ -161,8 +166,9 @@ class Parser {
     if (auto uri = r.String("uri")) a.uri = *uri;
     r.Finish();
     if (a.type == ArtifactType::kService) {
-      diags_.Error(r.PathOf("type"), "SERVICE: not supported yet (tarn does not nest "
-                                     "assemblies; list the components here)");
+      diags_.Error(r.PathOf("type"),
+                   "SERVICE: not supported yet (tarn does not nest "
+                   "assemblies; list the components here)");
     }
     if (a.id.empty()) {
       if (r.Has("id")) diags_.Error(r.PathOf("id"), "must not be empty");
@@ -179,14 +185,16 @@ class Parser {
       std::string local = a.id;
       if (local.rfind("file://", 0) == 0) local = local.substr(7);
       if (local.find("://") != std::string::npos) {
-        diags_.Error(r.PathOf("id"), Quote(a.id) + ": not supported yet (a TARBALL is read "
-                                                   "from the local file system)");
+        diags_.Error(r.PathOf("id"), Quote(a.id) +
+                                         ": not supported yet (a TARBALL is read "
+                                         "from the local file system)");
       } else if (local.empty() || local[0] != '/') {
         if (options_.read_file && !options_.base_dir.empty() && !local.empty()) {
           a.id = options_.base_dir + "/" + local;  // relative to the assembly file
         } else {
-          diags_.Error(r.PathOf("id"), Quote(a.id) + " must be an absolute path (a relative "
-                                                     "one is resolved by tarn launch)");
+          diags_.Error(r.PathOf("id"), Quote(a.id) +
+                                           " must be an absolute path (a relative "
+                                           "one is resolved by tarn launch)");
         }
       } else {
         a.id = local;
@@ -204,8 +212,8 @@ class Parser {
     if (const json* m = r.Get("memory")) {
       auto text = AsText(*m);
       if (!text || m->is_boolean()) {
-        diags_.Error(r.PathOf("memory"), "expected a size such as \"4096\" or \"4Gi\", found " +
-                                             TypeName(*m));
+        diags_.Error(r.PathOf("memory"),
+                     "expected a size such as \"4096\" or \"4Gi\", found " + TypeName(*m));
       } else {
         auto mib = ParseMemoryMib(*text);
         if (!mib.ok()) {
@@ -213,8 +221,9 @@ class Parser {
         } else if (*mib < 1) {
           diags_.Error(r.PathOf("memory"), Quote(*text) + " is less than 1 MiB");
         } else if (*mib > kMaxMemoryMib) {
-          diags_.Error(r.PathOf("memory"), Quote(*text) + " is more than the 16Ti a node can "
-                                                          "have");
+          diags_.Error(r.PathOf("memory"), Quote(*text) +
+                                               " is more than the 16Ti a node can "
+                                               "have");
         } else {
           res.memory_mib = *mib;
         }
@@ -282,9 +291,9 @@ class Parser {
                               : check.type == ReadinessType::kPort
                                   ? "port, timeout, dns.check.enabled, dns.address"
                                   : "dns.check.enabled, dns.address";
-        diags_.Error(ChildPath(props_path, key),
-                     std::string("is not a property of a ") + ReadinessTypeName(check.type) +
-                         " readiness check (it takes " + allowed + ")");
+        diags_.Error(ChildPath(props_path, key), std::string("is not a property of a ") +
+                                                     ReadinessTypeName(check.type) +
+                                                     " readiness check (it takes " + allowed + ")");
       }
     }
     if (auto it = check.properties.find("dns.check.enabled");
@@ -301,8 +310,7 @@ class Parser {
                      "is required for an HTTP readiness check (e.g. "
                      "\"http://${THIS_HOST}:8501/v1/models/fmnist\")");
       } else if (it->second.rfind("http://", 0) != 0) {
-        diags_.Error(ChildPath(props_path, "url"),
-                     Quote(it->second) + " must start with http://");
+        diags_.Error(ChildPath(props_path, "url"), Quote(it->second) + " must start with http://");
       }
       auto lo = check.properties.find("min.success"), hi = check.properties.find("max.success");
       if (lo != check.properties.end() && hi != check.properties.end() &&
@@ -346,8 +354,9 @@ class Parser {
       }
     }
     r.Finish();
-    diags_.Error(path, "not supported yet (tarn's scheduler does not place by affinity or "
-                       "anti-affinity; leave placement_policy out)");
+    diags_.Error(path,
+                 "not supported yet (tarn's scheduler does not place by affinity or "
+                 "anti-affinity; leave placement_policy out)");
   }
 
   Component ParseComponent(const json& value, const std::string& path, const Assembly& service) {

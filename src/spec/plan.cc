@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/status.h"
 #include "spec/substitution.h"
@@ -102,7 +101,8 @@ Plan MakePlan(const Assembly& a, const std::string& user, const std::string& dom
         env["TARN_HOSTNAME"] = inst.hostname;
         env["TARN_VCORES"] = std::to_string(c.resource.cpus.value_or(0));
         env["TARN_MEMORY_MB"] = std::to_string(c.resource.memory_mib.value_or(0));
-        for (const NamedPort& p : c.ports) env["TARN_PORT_" + Upper(p.name)] = std::to_string(p.port);
+        for (const NamedPort& p : c.ports)
+          env["TARN_PORT_" + Upper(p.name)] = std::to_string(p.port);
         std::string tf = TfConfigJson(a, c, i, user, domain);
         if (!tf.empty()) env["TF_CONFIG"] = tf;
         inst.env.assign(env.begin(), env.end());

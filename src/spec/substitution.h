@@ -39,7 +39,7 @@ class Variables {
   std::map<std::string, std::string> values_;
   std::set<std::string> deferred_;
   std::map<std::string, int64_t> instance_counts_;  // by uppercase component name
-  std::string name_suffix_;  // ".<assembly>.<user>.<domain>"
+  std::string name_suffix_;                         // ".<assembly>.<user>.<domain>"
 };
 
 struct Expansion {

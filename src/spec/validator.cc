@@ -18,8 +18,8 @@ std::string CompPath(size_t i) { return IndexPath("components", i); }
 void CheckNames(const Assembly& a, const ParseOptions& o, Diagnostics& d) {
   const bool user_ok = IsDnsLabel(o.user);
   if (!user_ok) {
-    d.Error("", "the user name " + Quote(o.user) + " cannot be part of a DNS name (" +
-                    kLabelRule + ")");
+    d.Error("", "the user name " + Quote(o.user) + " cannot be part of a DNS name (" + kLabelRule +
+                    ")");
   }
   if (!IsDnsName(o.domain)) d.Error("", "the domain " + Quote(o.domain) + " is not a DNS name");
   if (!a.name.empty() && !IsDnsLabel(a.name)) {
@@ -42,8 +42,9 @@ void CheckNames(const Assembly& a, const ParseOptions& o, Diagnostics& d) {
     if (c.number_of_containers == 0) continue;
     std::string last = InstanceName(c.name, c.number_of_containers - 1);
     if (last.size() > kMaxDnsLabel) {
-      d.Error(path, "the instance name " + Quote(last) + " is longer than DNS's 63 characters; "
-                    "shorten the component name");
+      d.Error(path, "the instance name " + Quote(last) +
+                        " is longer than DNS's 63 characters; "
+                        "shorten the component name");
       continue;
     }
     if (!user_ok || a.name.empty() || !IsDnsLabel(a.name)) continue;
@@ -68,16 +69,16 @@ void CheckComponent(const Assembly& a, size_t i, Diagnostics& d) {
   }
   const bool docker = c.artifact && c.artifact->type == ArtifactType::kDocker;
   if (c.launch_command.empty() && !docker) {
-    d.Error(ChildPath(path, "launch_command"),
-            "is required unless the artifact is a DOCKER image");
+    d.Error(ChildPath(path, "launch_command"), "is required unless the artifact is a DOCKER image");
   }
   for (size_t f = 0; f < c.configuration.files.size(); ++f) {
     const ConfigFile& file = c.configuration.files[f];
     if (!docker && !file.dest_file.empty() && file.dest_file[0] == '/') {
       d.Error(ChildPath(ChildPath(path, "configuration"), "files") + "[" + std::to_string(f) +
                   "].dest_file",
-              Quote(file.dest_file) + ": an absolute dest_file needs a DOCKER artifact (give a "
-                                      "relative name; it is created under conf/)");
+              Quote(file.dest_file) +
+                  ": an absolute dest_file needs a DOCKER artifact (give a "
+                  "relative name; it is created under conf/)");
     }
   }
   std::set<std::string> deps;
@@ -151,13 +152,14 @@ void CheckRoles(const Assembly& a, Diagnostics& d) {
     }
     if ((c.tf_role == TfRole::kChief || c.tf_role == TfRole::kEvaluator) &&
         c.number_of_containers > 1) {
-      d.Error(ChildPath(CompPath(i), "number_of_containers"),
-              std::string("a ") + TfRoleName(c.tf_role) +
-                  " is a single TensorFlow task; use 0 or 1");
+      d.Error(
+          ChildPath(CompPath(i), "number_of_containers"),
+          std::string("a ") + TfRoleName(c.tf_role) + " is a single TensorFlow task; use 0 or 1");
     }
     if (!c.tf_port) {
-      d.Error(props, "a component with tarn.tf.role needs tarn.tf.port or tarn.ports (the "
-                     "port its cluster address names)");
+      d.Error(props,
+              "a component with tarn.tf.role needs tarn.tf.port or tarn.ports (the "
+              "port its cluster address names)");
     }
   }
 }
@@ -168,8 +170,10 @@ void WarnUnknown(const std::string& text, const Variables& vars, const std::stri
   for (const std::string& name : Substitute(text, vars).unknown) {
     if (!reported.insert(name).second) continue;
     std::string hint = UnknownVariableHint(name);
-    d.Warning(path, "${" + name + "} is not a tarn variable; it is left as written, for the "
-                                  "shell" + (hint.empty() ? "" : " (" + hint + ")"));
+    d.Warning(path, "${" + name +
+                        "} is not a tarn variable; it is left as written, for the "
+                        "shell" +
+                        (hint.empty() ? "" : " (" + hint + ")"));
   }
 }
 
@@ -199,9 +203,8 @@ void CheckVariables(const Assembly& a, const ParseOptions& o, Diagnostics& d) {
     }
     if (c.readiness_check) {
       for (const auto& [k, v] : c.readiness_check->properties) {
-        WarnUnknown(v, vars, ChildPath(ChildPath(ChildPath(path, "readiness_check"), "properties"),
-                                       k),
-                    d);
+        WarnUnknown(v, vars,
+                    ChildPath(ChildPath(ChildPath(path, "readiness_check"), "properties"), k), d);
       }
     }
   }
@@ -209,8 +212,7 @@ void CheckVariables(const Assembly& a, const ParseOptions& o, Diagnostics& d) {
 
 }  // namespace
 
-void ValidateAssembly(const Assembly& assembly, const ParseOptions& options,
-                      Diagnostics& diags) {
+void ValidateAssembly(const Assembly& assembly, const ParseOptions& options, Diagnostics& diags) {
   CheckNames(assembly, options, diags);
   for (size_t i = 0; i < assembly.components.size(); ++i) CheckComponent(assembly, i, diags);
   CheckCycles(assembly, diags);
