@@ -137,6 +137,13 @@ TEST(ValidateTest, UsageErrorExitsTwo) {
   EXPECT_NE(run.err.find("FILE is required"), std::string::npos) << run.err;
 }
 
+TEST(ValidateTest, UnknownCommandIsNamed) {
+  Run run = RunTarn({"lanch", "x.json"}, "/tmp");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "tarn: unknown command \"lanch\" (commands: validate, explain; see tarn --help)\n");
+}
+
 TEST(ExplainTest, MatchesGoldenFiles) {
   struct Case {
     const char* file;

@@ -35,6 +35,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_assembly_flags(explain);
 
+  const std::string first = argc > 1 ? argv[1] : "";
+  if (!first.empty() && first[0] != '-' && first != "validate" && first != "explain") {
+    std::cerr << "tarn: unknown command \"" << first << "\" (commands: validate, explain; "
+              << "see tarn --help)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
