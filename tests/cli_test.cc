@@ -17,7 +17,7 @@ namespace {
 
 const std::string kSource = TARN_SOURCE_DIR;
 
-struct Run {
+struct CommandResult {
   int exit_code = -1;
   std::string out;
   std::string err;
@@ -31,8 +31,8 @@ std::string ReadAll(const std::string& path) {
 }
 
 // Runs tarn with `args` in directory `cwd`, with extra environment entries "K=V".
-Run RunTarn(const std::vector<std::string>& args, const std::string& cwd,
-            const std::vector<std::string>& env = {}) {
+CommandResult RunTarn(const std::vector<std::string>& args, const std::string& cwd,
+                      const std::vector<std::string>& env = {}) {
   char dir_template[] = "/tmp/tarn-cli-test-XXXXXX";
   std::string dir = ::mkdtemp(dir_template);
   std::string out_path = dir + "/out", err_path = dir + "/err";
@@ -55,7 +55,7 @@ Run RunTarn(const std::vector<std::string>& args, const std::string& cwd,
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
-  Run run;
+  CommandResult run;
   run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   run.out = ReadAll(out_path);
   run.err = ReadAll(err_path);
@@ -68,7 +68,7 @@ Run RunTarn(const std::vector<std::string>& args, const std::string& cwd,
 TEST(ValidateTest, AcceptsEveryExample) {
   for (const char* file : {"sleeper/sleeper.json", "sleeper/sleeper.yaml", "httpd/httpd.json",
                            "fashion-mnist/assembly.json"}) {
-    Run run = RunTarn({"validate", "--user", "alice", file}, kSource + "/examples");
+    CommandResult run = RunTarn({"validate", "--user", "alice", file}, kSource + "/examples");
     EXPECT_EQ(run.exit_code, 0) << file << "\n" << run.err;
     EXPECT_EQ(run.err, "") << file;  // not even a warning
     EXPECT_NE(run.out.find(std::string(file) + ": valid: assembly "), std::string::npos) << run.out;
@@ -76,9 +76,9 @@ TEST(ValidateTest, AcceptsEveryExample) {
 }
 
 TEST(ValidateTest, SeveralFilesInOneCall) {
-  Run run = RunTarn({"validate", "--user", "alice", "sleeper/sleeper.json",
-                     "../tests/data/invalid/bad-name.json", "httpd/httpd.json"},
-                    kSource + "/examples");
+  CommandResult run = RunTarn({"validate", "--user", "alice", "sleeper/sleeper.json",
+                               "../tests/data/invalid/bad-name.json", "httpd/httpd.json"},
+                              kSource + "/examples");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_NE(run.out.find("sleeper/sleeper.json: valid"), std::string::npos);
   EXPECT_NE(run.out.find("httpd/httpd.json: valid"), std::string::npos);
@@ -92,7 +92,7 @@ class InvalidFileTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(InvalidFileTest, RejectedWithOneLinePerError) {
   const std::string dir = kSource + "/tests/data/invalid";
   const std::string file = GetParam();
-  Run run = RunTarn({"validate", "--user", "alice", file}, dir);
+  CommandResult run = RunTarn({"validate", "--user", "alice", file}, dir);
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.out, "");
   std::string stem = file.substr(0, file.rfind('.'));
@@ -112,7 +112,7 @@ INSTANTIATE_TEST_SUITE_P(Files, InvalidFileTest,
                          });
 
 TEST(ValidateTest, MissingFileIsAClearError) {
-  Run run = RunTarn({"validate", "--user", "alice", "no-such.json"}, "/tmp");
+  CommandResult run = RunTarn({"validate", "--user", "alice", "no-such.json"}, "/tmp");
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.err, "no-such.json: cannot open: No such file or directory\n");
 }
@@ -124,21 +124,21 @@ TEST(ValidateTest, SyntaxErrorNamesLineAndColumn) {
   std::string text = "{\n  \"name\": \"x\",\n  \"version\": 1,,\n}\n";
   ASSERT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
   ::close(fd);
-  Run run = RunTarn({"validate", "--user", "alice", path}, "/tmp");
+  CommandResult run = RunTarn({"validate", "--user", "alice", path}, "/tmp");
   std::remove(path);
   EXPECT_EQ(run.exit_code, 1);
-  EXPECT_NE(run.err.find("not valid JSON: parse error at line 3, column 17"), std::string::npos)
+  EXPECT_NE(run.err.find("not valid JSON: parse error at line 3, column 16"), std::string::npos)
       << run.err;
 }
 
 TEST(ValidateTest, UsageErrorExitsTwo) {
-  Run run = RunTarn({"validate"}, "/tmp");
+  CommandResult run = RunTarn({"validate"}, "/tmp");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_NE(run.err.find("FILE is required"), std::string::npos) << run.err;
 }
 
 TEST(ValidateTest, UnknownCommandIsNamed) {
-  Run run = RunTarn({"lanch", "x.json"}, "/tmp");
+  CommandResult run = RunTarn({"lanch", "x.json"}, "/tmp");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "tarn: unknown command \"lanch\" (commands: validate, explain; see tarn --help)\n");
@@ -153,22 +153,23 @@ TEST(ExplainTest, MatchesGoldenFiles) {
                         Case{"sleeper/sleeper.yaml", "sleeper.explain.txt"},
                         Case{"httpd/httpd.json", "httpd.explain.txt"},
                         Case{"fashion-mnist/assembly.json", "fashion-mnist.explain.txt"}}) {
-    Run run = RunTarn({"explain", "--user", "alice", c.file}, kSource + "/examples");
+    CommandResult run = RunTarn({"explain", "--user", "alice", c.file}, kSource + "/examples");
     EXPECT_EQ(run.exit_code, 0) << run.err;
     EXPECT_EQ(run.out, ReadAll(kSource + "/tests/golden/" + c.golden)) << c.file;
   }
 }
 
 TEST(ExplainTest, UserComesFromTarnUserAsADnsLabel) {
-  Run run =
+  CommandResult run =
       RunTarn({"explain", "sleeper/sleeper.json"}, kSource + "/examples", {"TARN_USER=Bob_Dev"});
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_NE(run.out.find("sleeper-0.sleeper-service.bob-dev.tarn"), std::string::npos);
 }
 
 TEST(ExplainTest, JsonCarriesTfConfigAsTensorFlowReadsIt) {
-  Run run = RunTarn({"explain", "--user", "alice", "-o", "json", "fashion-mnist/assembly.json"},
-                    kSource + "/examples");
+  CommandResult run =
+      RunTarn({"explain", "--user", "alice", "-o", "json", "fashion-mnist/assembly.json"},
+              kSource + "/examples");
   ASSERT_EQ(run.exit_code, 0) << run.err;
   nlohmann::json plan = nlohmann::json::parse(run.out);
   ASSERT_EQ(plan["instances"].size(), 6u);

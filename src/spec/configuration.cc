@@ -238,6 +238,20 @@ constexpr std::array<YarnProperty, 17> kYarnProperties = {{
 constexpr std::array<std::string_view, 4> kTarnKeys = {"tarn.tf.role", "tarn.tf.port", "tarn.ports",
                                                        "tarn.gang"};
 
+// " (did you mean "x"?)" for the nearest of `names` within 3 edits, else "".
+std::string NearestHint(std::string_view key, const std::vector<std::string_view>& names) {
+  std::string_view best;
+  size_t best_distance = 4;
+  for (std::string_view name : names) {
+    size_t d = EditDistance(key, name);
+    if (d < best_distance) {
+      best_distance = d;
+      best = name;
+    }
+  }
+  return best.empty() ? "" : " (did you mean " + Quote(best) + "?)";
+}
+
 void CheckYarnProperty(const std::string& key, const std::string& value, const std::string& path,
                        Diagnostics& diags) {
   for (const YarnProperty& p : kYarnProperties) {
@@ -262,10 +276,9 @@ void CheckYarnProperty(const std::string& key, const std::string& value, const s
         return;
     }
   }
-  std::string hint;
-  for (const YarnProperty& p : kYarnProperties) {
-    if (EditDistance(key, p.name) <= 3) hint = " (did you mean " + Quote(p.name) + "?)";
-  }
+  std::vector<std::string_view> names;
+  for (const YarnProperty& p : kYarnProperties) names.push_back(p.name);
+  std::string hint = NearestHint(key, names);
   diags.Warning(path, "is not a yarn.service property tarn knows; it is ignored" + hint);
 }
 
@@ -373,10 +386,8 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
         diags.Error(path, Quote(value) + " must be true or false");
       }
     } else if (key.rfind("tarn.", 0) == 0) {
-      std::string hint;
-      for (std::string_view k : kTarnKeys) {
-        if (EditDistance(key, k) <= 3) hint = " (did you mean " + Quote(k) + "?)";
-      }
+      std::string hint =
+          NearestHint(key, std::vector<std::string_view>(kTarnKeys.begin(), kTarnKeys.end()));
       diags.Error(path, "unknown tarn property" + hint +
                             "; tarn knows tarn.tf.role, tarn.tf.port, tarn.ports, tarn.gang");
     } else if (key.rfind("yarn.service.", 0) == 0) {

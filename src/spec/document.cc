@@ -5,6 +5,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <map>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -144,155 +146,184 @@ json PlainScalar(const std::string& s) {
   return s;
 }
 
-// Converts a libyaml document graph; aliases point at shared nodes, so the node budget
-// also stops "billion laughs" documents.
-class YamlConverter {
+// Builds a JSON value from libyaml's event stream. Events (rather than libyaml's document
+// API) keep what the core schema needs: whether a scalar was plain and untagged. Aliases
+// copy their anchor's value and are charged its full size against kMaxNodes, which stops
+// "billion laughs" documents.
+class YamlBuilder {
  public:
-  YamlConverter(yaml_document_t* doc, Diagnostics& diags) : doc_(doc), diags_(diags) {}
+  explicit YamlBuilder(Diagnostics& diags) : diags_(diags) {}
 
-  json Convert(yaml_node_t* node, const std::string& path, int depth) {
-    if (failed_ || node == nullptr) return nullptr;
-    if (++nodes_ > kMaxNodes) {
-      diags_.Error(path, "more than " + std::to_string(kMaxNodes) +
-                             " values (after expanding YAML aliases)");
-      failed_ = true;
-      return nullptr;
-    }
-    if (depth > kMaxDepth) {
-      diags_.Error(path, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
-      failed_ = true;
-      return nullptr;
-    }
-    switch (node->type) {
-      case YAML_SCALAR_NODE:
-        return Scalar(node, path);
-      case YAML_SEQUENCE_NODE: {
-        json arr = json::array();
-        size_t i = 0;
-        for (yaml_node_item_t* it = node->data.sequence.items.start;
-             it < node->data.sequence.items.top; ++it) {
-          arr.push_back(
-              Convert(yaml_document_get_node(doc_, *it), IndexPath(path, i++), depth + 1));
+  // Handles one event; false stops the parse (an error was reported).
+  bool OnEvent(const yaml_event_t& e) {
+    switch (e.type) {
+      case YAML_DOCUMENT_START_EVENT:
+        if (++documents_ > 1) {
+          diags_.Error("", "holds more than one YAML document; an assembly file holds exactly one");
+          return false;
         }
-        return arr;
+        return true;
+      case YAML_SCALAR_EVENT:
+        return OnScalar(e);
+      case YAML_SEQUENCE_START_EVENT:
+      case YAML_MAPPING_START_EVENT: {
+        const bool map = e.type == YAML_MAPPING_START_EVENT;
+        std::string path = ChildPathHere();
+        if (stack_.size() >= static_cast<size_t>(kMaxDepth)) {
+          return Fail(path, "nested deeper than " + std::to_string(kMaxDepth) + " levels");
+        }
+        const auto* anchor = map ? e.data.mapping_start.anchor : e.data.sequence_start.anchor;
+        stack_.push_back({map ? json::object() : json::array(), map, std::nullopt, std::move(path),
+                          anchor ? reinterpret_cast<const char*>(anchor) : "", 1});
+        return Charge(1, stack_.back().path);
       }
-      case YAML_MAPPING_NODE: {
-        json obj = json::object();
-        for (yaml_node_pair_t* p = node->data.mapping.pairs.start; p < node->data.mapping.pairs.top;
-             ++p) {
-          yaml_node_t* key = yaml_document_get_node(doc_, p->key);
-          if (key == nullptr || key->type != YAML_SCALAR_NODE) {
-            diags_.Error(path, "a mapping key must be a plain string, not a list or mapping");
-            failed_ = true;
-            return nullptr;
-          }
-          std::string k(reinterpret_cast<const char*>(key->data.scalar.value),
-                        key->data.scalar.length);
-          std::string child = ChildPath(path, k);
-          if (obj.contains(k)) {
-            diags_.Error(child,
-                         "duplicate key (a mapping must not repeat a key; only one value "
-                         "would be kept)");
-            continue;
-          }
-          obj[k] = Convert(yaml_document_get_node(doc_, p->value), child, depth + 1);
-        }
-        return obj;
+      case YAML_SEQUENCE_END_EVENT:
+      case YAML_MAPPING_END_EVENT: {
+        Frame frame = std::move(stack_.back());
+        stack_.pop_back();
+        if (!frame.anchor.empty()) anchors_[frame.anchor] = {frame.value, frame.nodes};
+        return Add(std::move(frame.value), std::nullopt, frame.nodes);
+      }
+      case YAML_ALIAS_EVENT: {
+        std::string name = reinterpret_cast<const char*>(e.data.alias.anchor);
+        auto it = anchors_.find(name);
+        if (it == anchors_.end()) return Fail(ChildPathHere(), "unknown alias *" + name);
+        if (!Charge(it->second.second, ChildPathHere())) return false;
+        std::optional<std::string> text;
+        if (it->second.first.is_string()) text = it->second.first.get<std::string>();
+        return Add(it->second.first, text, it->second.second);
       }
       default:
-        return nullptr;
+        return true;
     }
   }
+
+  bool has_value() const { return has_root_; }
+  json TakeRoot() { return std::move(root_); }
 
  private:
-  json Scalar(yaml_node_t* node, const std::string& path) {
-    std::string s(reinterpret_cast<const char*>(node->data.scalar.value), node->data.scalar.length);
-    std::string tag = node->tag ? reinterpret_cast<const char*>(node->tag) : "";
-    const bool plain = node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
-    // libyaml gives untagged scalars the default str tag; only their style tells plain
-    // (resolved by the core schema) from quoted (always a string).
-    if (tag == YAML_STR_TAG || tag.empty()) return plain ? PlainScalar(s) : json(s);
-    if (tag == YAML_INT_TAG || tag == YAML_FLOAT_TAG || tag == YAML_BOOL_TAG ||
-        tag == YAML_NULL_TAG) {
-      return PlainScalar(s);
+  struct Frame {
+    json value;
+    bool map;
+    std::optional<std::string> key;  // in a mapping: the key waiting for its value
+    std::string path;
+    std::string anchor;
+    size_t nodes;  // size of this subtree, for aliases
+  };
+
+  bool OnScalar(const yaml_event_t& e) {
+    std::string s(reinterpret_cast<const char*>(e.data.scalar.value), e.data.scalar.length);
+    std::string tag = e.data.scalar.tag ? reinterpret_cast<const char*>(e.data.scalar.tag) : "";
+    json value;
+    if (tag.empty() || tag == "!") {
+      // No tag: plain scalars are resolved by the core schema, quoted ones are strings.
+      value = e.data.scalar.plain_implicit ? PlainScalar(s) : json(s);
+    } else if (tag == YAML_STR_TAG) {
+      value = s;
+    } else if (tag == YAML_INT_TAG || tag == YAML_FLOAT_TAG || tag == YAML_BOOL_TAG ||
+               tag == YAML_NULL_TAG) {
+      value = PlainScalar(s);
+    } else {
+      return Fail(ChildPathHere(), "unsupported YAML tag " + Quote(tag) + " (use plain values)");
     }
-    diags_.Error(path, "unsupported YAML tag " + Quote(tag) + " (use plain values)");
-    return s;
+    if (!Charge(1, ChildPathHere())) return false;
+    if (e.data.scalar.anchor) {
+      anchors_[reinterpret_cast<const char*>(e.data.scalar.anchor)] = {value, 1};
+    }
+    return Add(std::move(value), s, 1);
   }
 
-  yaml_document_t* doc_;
+  // Places a finished node: the root, a list item, a mapping key, or a mapping value.
+  bool Add(json value, const std::optional<std::string>& scalar_text, size_t nodes) {
+    if (stack_.empty()) {
+      root_ = std::move(value);
+      has_root_ = true;
+      return true;
+    }
+    Frame& top = stack_.back();
+    top.nodes += nodes;
+    if (!top.map) {
+      top.value.push_back(std::move(value));
+      return true;
+    }
+    if (!top.key) {
+      if (!scalar_text) {
+        return Fail(top.path, "a mapping key must be a plain string, not a list or mapping");
+      }
+      if (top.value.contains(*scalar_text)) {
+        return Fail(ChildPath(top.path, *scalar_text),
+                    "duplicate key (a mapping must not repeat a key; only one value would be "
+                    "kept)");
+      }
+      top.key = *scalar_text;
+      return true;
+    }
+    top.value[*top.key] = std::move(value);
+    top.key.reset();
+    return true;
+  }
+
+  // The path of the node that starts now.
+  std::string ChildPathHere() const {
+    if (stack_.empty()) return "";
+    const Frame& top = stack_.back();
+    if (!top.map) return IndexPath(top.path, top.value.size());
+    return top.key ? ChildPath(top.path, *top.key) : top.path;
+  }
+
+  bool Charge(size_t nodes, const std::string& path) {
+    nodes_ += nodes;
+    if (nodes_ > kMaxNodes) {
+      return Fail(path, "more than " + std::to_string(kMaxNodes) +
+                            " values (after expanding YAML aliases)");
+    }
+    return true;
+  }
+
+  bool Fail(const std::string& path, std::string message) {
+    diags_.Error(path, std::move(message));
+    return false;
+  }
+
   Diagnostics& diags_;
+  std::vector<Frame> stack_;
+  std::map<std::string, std::pair<json, size_t>> anchors_;
+  json root_;
+  bool has_root_ = false;
+  int documents_ = 0;
   size_t nodes_ = 0;
-  bool failed_ = false;
-};
-
-// Owns a libyaml parser and its current document.
-class YamlReader {
- public:
-  explicit YamlReader(std::string_view text) {
-    yaml_parser_initialize(&parser_);
-    yaml_parser_set_input_string(&parser_, reinterpret_cast<const unsigned char*>(text.data()),
-                                 text.size());
-  }
-  ~YamlReader() {
-    if (loaded_) yaml_document_delete(&doc_);
-    yaml_parser_delete(&parser_);
-  }
-  YamlReader(const YamlReader&) = delete;
-  YamlReader& operator=(const YamlReader&) = delete;
-
-  // Loads the next document; false on a syntax error (see Error()). Root() is null at the end.
-  bool Next() {
-    if (loaded_) yaml_document_delete(&doc_);
-    loaded_ = yaml_parser_load(&parser_, &doc_) != 0;
-    return loaded_;
-  }
-  yaml_node_t* Root() { return yaml_document_get_root_node(&doc_); }
-  yaml_document_t* document() { return &doc_; }
-
-  std::string Error() const {
-    std::string out = "not valid YAML: ";
-    out += "line " + std::to_string(parser_.problem_mark.line + 1) + ", column " +
-           std::to_string(parser_.problem_mark.column + 1) + ": ";
-    out += parser_.problem ? parser_.problem : "syntax error";
-    if (parser_.context) {
-      out += " (";
-      out += parser_.context;
-      out += ")";
-    }
-    return out;
-  }
-
- private:
-  yaml_parser_t parser_{};
-  yaml_document_t doc_{};
-  bool loaded_ = false;
 };
 
 json ParseYaml(std::string_view text, Diagnostics& diags) {
-  YamlReader reader(text);
-  if (!reader.Next()) {
-    diags.Error("", reader.Error());
-    return json(json::value_t::discarded);
+  yaml_parser_t parser;
+  yaml_parser_initialize(&parser);
+  yaml_parser_set_input_string(&parser, reinterpret_cast<const unsigned char*>(text.data()),
+                               text.size());
+  YamlBuilder builder(diags);
+  bool ok = true;
+  while (true) {
+    yaml_event_t event;
+    if (!yaml_parser_parse(&parser, &event)) {
+      std::string msg = "not valid YAML: line " + std::to_string(parser.problem_mark.line + 1) +
+                        ", column " + std::to_string(parser.problem_mark.column + 1) + ": " +
+                        (parser.problem ? parser.problem : "syntax error");
+      if (parser.context) msg += std::string(" (") + parser.context + ")";
+      diags.Error("", msg);
+      ok = false;
+      break;
+    }
+    const bool end = event.type == YAML_STREAM_END_EVENT;
+    ok = builder.OnEvent(event);
+    yaml_event_delete(&event);
+    if (!ok || end) break;
   }
-  if (reader.Root() == nullptr) {
+  yaml_parser_delete(&parser);
+  if (!ok) return json(json::value_t::discarded);
+  if (!builder.has_value()) {
     diags.Error("", "the file is empty (expected an assembly: name, version, components)");
     return json(json::value_t::discarded);
   }
-  int errors_before = diags.error_count();
-  YamlConverter converter(reader.document(), diags);
-  json value = converter.Convert(reader.Root(), "", 0);
-  if (diags.error_count() != errors_before) return json(json::value_t::discarded);
-  // A second document (after "---") is an error: an assembly file holds exactly one.
-  if (!reader.Next()) {
-    diags.Error("", reader.Error());
-    return json(json::value_t::discarded);
-  }
-  if (reader.Root() != nullptr) {
-    diags.Error("", "holds more than one YAML document; an assembly file holds exactly one");
-    return json(json::value_t::discarded);
-  }
-  return value;
+  return builder.TakeRoot();
 }
 
 }  // namespace

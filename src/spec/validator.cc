@@ -15,6 +15,20 @@ constexpr char kLabelRule[] =
 
 std::string CompPath(size_t i) { return IndexPath("components", i); }
 
+// True when an error was already reported at `prefix` or below it.
+bool HasErrorUnder(const Diagnostics& d, const std::string& prefix) {
+  for (const Diagnostic& item : d.items()) {
+    if (item.severity != Severity::kError || item.path.compare(0, prefix.size(), prefix) != 0) {
+      continue;
+    }
+    if (item.path.size() == prefix.size() || item.path[prefix.size()] == '.' ||
+        item.path[prefix.size()] == '[') {
+      return true;
+    }
+  }
+  return false;
+}
+
 void CheckNames(const Assembly& a, const ParseOptions& o, Diagnostics& d) {
   const bool user_ok = IsDnsLabel(o.user);
   if (!user_ok) {
@@ -59,11 +73,14 @@ void CheckNames(const Assembly& a, const ParseOptions& o, Diagnostics& d) {
 void CheckComponent(const Assembly& a, size_t i, Diagnostics& d) {
   const Component& c = a.components[i];
   const std::string path = CompPath(i);
-  if (!c.resource.cpus) {
+  // A value the parser refused was reported there; "required" would be a second, wrong error.
+  const bool resource_errors =
+      HasErrorUnder(d, ChildPath(path, "resource")) || HasErrorUnder(d, "resource");
+  if (!c.resource.cpus && !resource_errors) {
     d.Error(ChildPath(path, "resource"),
             "cpus is required (in the component's resource or the service's)");
   }
-  if (!c.resource.memory_mib) {
+  if (!c.resource.memory_mib && !resource_errors) {
     d.Error(ChildPath(path, "resource"),
             "memory is required (in the component's resource or the service's)");
   }
@@ -152,9 +169,9 @@ void CheckRoles(const Assembly& a, Diagnostics& d) {
     }
     if ((c.tf_role == TfRole::kChief || c.tf_role == TfRole::kEvaluator) &&
         c.number_of_containers > 1) {
-      d.Error(
-          ChildPath(CompPath(i), "number_of_containers"),
-          std::string("a ") + TfRoleName(c.tf_role) + " is a single TensorFlow task; use 0 or 1");
+      d.Error(ChildPath(CompPath(i), "number_of_containers"),
+              std::string(c.tf_role == TfRole::kEvaluator ? "an evaluator" : "a chief") +
+                  " is a single TensorFlow task; use 0 or 1");
     }
     if (!c.tf_port) {
       d.Error(props,
