@@ -6,39 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "spec/diagnostic_checks_for_test.h"
+
 namespace tarn::spec {
 namespace {
 
 using json = nlohmann::json;
 
 // ---- helpers ---------------------------------------------------------------------------
-
-std::string Dump(const ParseResult& r) {
-  std::string out;
-  for (const Diagnostic& d : r.diagnostics) out += FormatDiagnostic("t", d) + "\n";
-  return out;
-}
-
-int ErrorCount(const ParseResult& r) {
-  int n = 0;
-  for (const Diagnostic& d : r.diagnostics) n += d.severity == Severity::kError;
-  return n;
-}
-
-int WarningCount(const ParseResult& r) {
-  int n = 0;
-  for (const Diagnostic& d : r.diagnostics) n += d.severity == Severity::kWarning;
-  return n;
-}
-
-bool Has(const ParseResult& r, Severity s, std::string_view path, std::string_view part) {
-  for (const Diagnostic& d : r.diagnostics) {
-    if (d.severity == s && d.path == path && d.message.find(part) != std::string::npos) {
-      return true;
-    }
-  }
-  return false;
-}
 
 bool HasError(const ParseResult& r, std::string_view path, std::string_view part) {
   return Has(r, Severity::kError, path, part);
