@@ -1,0 +1,99 @@
+#include "scheduler/queue_config.h"
+
+#include <algorithm>
+#include <set>
+
+namespace tarn::scheduler {
+namespace {
+
+bool IsQueueName(const std::string& s) {
+  if (s.empty() || s.size() > 64) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.';
+  });
+}
+
+StatusOr<double> Percent(const nlohmann::json& q, const char* key, double dflt,
+                         const std::string& where) {
+  auto it = q.find(key);
+  if (it == q.end()) return dflt / 100.0;
+  if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 100) {
+    return InvalidArgumentError(where + "." + key + ": expected a percentage from 0 to 100");
+  }
+  return it->get<double>() / 100.0;
+}
+
+}  // namespace
+
+bool QueueConfig::Allows(const std::string& user) const {
+  return allowed_users.empty() ||
+         std::find(allowed_users.begin(), allowed_users.end(), user) != allowed_users.end();
+}
+
+StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
+  std::vector<QueueConfig> out;
+  if (!queues.is_null() && !queues.is_array()) {
+    return InvalidArgumentError("queues: expected a list of queues");
+  }
+  std::set<std::string> names;
+  double total = 0;
+  for (size_t i = 0; i < (queues.is_array() ? queues.size() : 0); ++i) {
+    const nlohmann::json& q = queues[i];
+    std::string where = "queues[" + std::to_string(i) + "]";
+    if (!q.is_object()) return InvalidArgumentError(where + ": expected an object");
+    for (auto it = q.begin(); it != q.end(); ++it) {
+      static const std::set<std::string> kKnown = {"name", "capacity", "maximum-capacity",
+                                                   "acl_submit_applications"};
+      if (!kKnown.count(it.key())) {
+        return InvalidArgumentError(where + "." + it.key() +
+                                    ": unknown field (queues take name, capacity, "
+                                    "maximum-capacity, acl_submit_applications)");
+      }
+    }
+    QueueConfig c;
+    auto name = q.find("name");
+    if (name == q.end() || !name->is_string() || !IsQueueName(name->get<std::string>())) {
+      return InvalidArgumentError(where + ".name: expected a queue name (a-z, 0-9, '-', '_', '.')");
+    }
+    c.name = name->get<std::string>();
+    if (!names.insert(c.name).second) {
+      return InvalidArgumentError(where + ".name: queue \"" + c.name + "\" is defined twice");
+    }
+    ASSIGN_OR_RETURN(c.guaranteed_share, Percent(q, "capacity", 0, where));
+    ASSIGN_OR_RETURN(c.maximum_share, Percent(q, "maximum-capacity", 100, where));
+    if (c.maximum_share < c.guaranteed_share) {
+      return InvalidArgumentError(where + ".maximum-capacity: is below its capacity");
+    }
+    if (auto acl = q.find("acl_submit_applications"); acl != q.end()) {
+      if (!acl->is_string()) {
+        return InvalidArgumentError(where +
+                                    ".acl_submit_applications: expected \"*\" or \"user1,user2\"");
+      }
+      std::string s = acl->get<std::string>();
+      if (s != "*") {
+        size_t start = 0;
+        while (start <= s.size()) {
+          size_t comma = s.find(',', start);
+          std::string user = s.substr(start, comma == std::string::npos ? s.npos : comma - start);
+          if (!user.empty()) c.allowed_users.push_back(user);
+          if (comma == std::string::npos) break;
+          start = comma + 1;
+        }
+        if (c.allowed_users.empty()) {
+          return InvalidArgumentError(where + ".acl_submit_applications: names no user");
+        }
+      }
+    }
+    total += c.guaranteed_share;
+    out.push_back(std::move(c));
+  }
+  if (total > 1.0 + 1e-9) {
+    return InvalidArgumentError("queues: the capacities add up to " +
+                                std::to_string(static_cast<int>(total * 100 + 0.5)) +
+                                "%, more than the whole cluster");
+  }
+  if (!names.count("default")) out.push_back(QueueConfig{"default", 0, 1, {}});
+  return out;
+}
+
+}  // namespace tarn::scheduler

@@ -1,0 +1,354 @@
+#include "scheduler/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+namespace tarn::scheduler {
+namespace {
+
+NodeSpec Node(const std::string& name, int64_t vcores, int64_t memory_mib, int gpus = 0) {
+  NodeSpec n{name, vcores, memory_mib, {}};
+  for (int i = 0; i < gpus; ++i) n.gpus.push_back({i, "Fake GPU", 16384});
+  return n;
+}
+
+class SchedulerTest : public ::testing::Test {
+ protected:
+  void Make(std::vector<NodeSpec> nodes, std::vector<QueueConfig> queues = {}) {
+    auto s = Scheduler::Create({std::move(nodes), std::move(queues), &clock_});
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    sched_ = std::move(s).value();
+  }
+  void Submit(const std::string& id, const std::string& user, Resources r,
+              const std::string& queue = "") {
+    Status s = sched_->Submit({id, user, queue, r});
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  }
+  Decision Get(const std::string& id) {
+    auto d = sched_->Get(id);
+    EXPECT_TRUE(d.ok()) << d.status().ToString();
+    return d.ok() ? *d : Decision(Pending{"<missing>"});
+  }
+  bool IsPlaced(const std::string& id) { return std::holds_alternative<Placed>(Get(id)); }
+  std::string PendingReason(const std::string& id) {
+    Decision d = Get(id);
+    if (auto* p = std::get_if<Pending>(&d)) return p->reason;
+    return "<not pending>";
+  }
+  std::map<std::string, int> PlacedPerUser(const std::vector<Placement>& placements) {
+    std::map<std::string, int> out;
+    for (const Placement& p : placements) ++out[p.id.substr(0, p.id.find('/'))];
+    return out;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<Scheduler> sched_;
+};
+
+// The example of the DRF paper (Ghodsi et al., NSDI 2011): 9 CPUs and 18 GB; A's tasks need
+// <1 CPU, 4 GB> (memory-heavy), B's <3 CPUs, 1 GB> (CPU-heavy). DRF gives A three tasks and
+// B two, both at a dominant share of 2/3, even though A submitted everything first (FIFO
+// would give A four tasks and B one).
+TEST_F(SchedulerTest, DrfGivesEqualDominantSharesWhateverTheSubmissionOrder) {
+  Make({Node("n1", 9, 18 * 1024)});
+  for (int i = 0; i < 20; ++i) Submit("alice/" + std::to_string(i), "alice", {1, 4096, 0});
+  for (int i = 0; i < 20; ++i) Submit("bob/" + std::to_string(i), "bob", {3, 1024, 0});
+  auto placed = PlacedPerUser(sched_->Schedule());
+  EXPECT_EQ(placed["alice"], 3);
+  EXPECT_EQ(placed["bob"], 2);
+  Resources total = sched_->total();
+  double alice = DominantShare({3, 3 * 4096, 0}, total);
+  double bob = DominantShare({6, 2 * 1024, 0}, total);
+  EXPECT_DOUBLE_EQ(alice, 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(bob, 2.0 / 3.0);
+  // Another pass changes nothing: the node is full in CPUs.
+  EXPECT_TRUE(sched_->Schedule().empty());
+  EXPECT_EQ(PendingReason("bob/2"), "needs 3 vcores on one node, at most 0 free on any node");
+}
+
+TEST_F(SchedulerTest, DrfHoldsAcrossReleases) {
+  Make({Node("n1", 9, 18 * 1024)});
+  for (int i = 0; i < 20; ++i) Submit("alice/" + std::to_string(i), "alice", {1, 4096, 0});
+  for (int i = 0; i < 20; ++i) Submit("bob/" + std::to_string(i), "bob", {3, 1024, 0});
+  std::vector<Placement> first = sched_->Schedule();
+  // Every placed task finishes; the next pass again splits 3 / 2.
+  for (const Placement& p : first) ASSERT_TRUE(sched_->Release(p.id).ok());
+  auto placed = PlacedPerUser(sched_->Schedule());
+  EXPECT_EQ(placed["alice"], 3);
+  EXPECT_EQ(placed["bob"], 2);
+}
+
+TEST_F(SchedulerTest, OldestRequestOfAUserFirst) {
+  Make({Node("n1", 2, 4096)});
+  Submit("u/a", "u", {2, 100, 0});
+  Submit("u/b", "u", {1, 100, 0});
+  Submit("u/c", "u", {1, 100, 0});
+  sched_->Schedule();
+  EXPECT_TRUE(IsPlaced("u/a"));
+  EXPECT_FALSE(IsPlaced("u/b"));
+  EXPECT_FALSE(IsPlaced("u/c"));
+}
+
+TEST_F(SchedulerTest, GangThatDoesNotFitStaysPendingWholeWhileSmallerWorkRuns) {
+  Make({Node("n1", 4, 8192), Node("n2", 4, 8192)});
+  Submit("other/blocker-1", "other", {3, 1024, 0});
+  Submit("other/blocker-2", "other", {3, 1024, 0});
+  sched_->Schedule();
+  ASSERT_TRUE(IsPlaced("other/blocker-1"));
+  ASSERT_TRUE(IsPlaced("other/blocker-2"));
+  std::vector<Request> gang;
+  for (int i = 0; i < 3; ++i) {
+    gang.push_back({"alice/train/worker-" + std::to_string(i), "alice", "", {2, 1024, 0}});
+  }
+  ASSERT_TRUE(sched_->SubmitGang("alice/train", gang).ok());
+  Submit("alice/small", "alice", {1, 512, 0});
+  auto placements = sched_->Schedule();
+  // 1 vcore is free on each node: no worker fits, and the gang is not placed in part.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_FALSE(IsPlaced("alice/train/worker-" + std::to_string(i)));
+    EXPECT_NE(PendingReason("alice/train/worker-" + std::to_string(i))
+                  .find("gang alice/train (3 instances) does not fit all at once: with 0 placed, "),
+              std::string::npos);
+  }
+  EXPECT_TRUE(IsPlaced("alice/small"));
+  // The blockers finish: the gang is placed whole in one pass.
+  ASSERT_TRUE(sched_->Release("other/blocker-1").ok());
+  ASSERT_TRUE(sched_->Release("other/blocker-2").ok());
+  placements = sched_->Schedule();
+  EXPECT_EQ(placements.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(IsPlaced("alice/train/worker-" + std::to_string(i)));
+}
+
+TEST_F(SchedulerTest, PartlyFittingGangIsRolledBack) {
+  // 6 vcores in all, but as 3 + 3: two members of 2 fit, the third does not.
+  Make({Node("n1", 3, 8192), Node("n2", 3, 8192)});
+  std::vector<Request> gang = {
+      {"g/a", "u", "", {2, 100, 0}}, {"g/b", "u", "", {2, 100, 0}}, {"g/c", "u", "", {2, 100, 0}}};
+  ASSERT_TRUE(sched_->SubmitGang("g", gang).ok());
+  EXPECT_TRUE(sched_->Schedule().empty());
+  EXPECT_EQ(PendingReason("g/a"),
+            "gang g (3 instances) does not fit all at once: with 2 placed, g/c needs 2 vcores on "
+            "one node, at most 1 free on any node");
+  // Nothing of the gang holds resources: a 3-vcore request fits.
+  Submit("u/big", "u", {3, 100, 0});
+  sched_->Schedule();
+  EXPECT_TRUE(IsPlaced("u/big"));
+  EXPECT_EQ(sched_->Nodes()[0].free.vcores + sched_->Nodes()[1].free.vcores, 3);
+}
+
+TEST_F(SchedulerTest, GpusAreNeverGivenTwice) {
+  Make({Node("n1", 64, 65536, 4)});
+  for (int i = 0; i < 6; ++i) Submit("u/" + std::to_string(i), "u", {1, 1024, 1});
+  auto placements = sched_->Schedule();
+  ASSERT_EQ(placements.size(), 4u);
+  std::set<int> used;
+  for (const Placement& p : placements) {
+    ASSERT_EQ(p.gpus.size(), 1u);
+    EXPECT_TRUE(used.insert(p.gpus[0]).second) << "GPU " << p.gpus[0] << " given twice";
+  }
+  EXPECT_EQ(used, (std::set<int>{0, 1, 2, 3}));
+  EXPECT_EQ(PendingReason("u/4"), "needs 1 GPU on one node, at most 0 free on any node");
+  // A release frees exactly that device, and the next placement gets it.
+  ASSERT_TRUE(sched_->Release(placements[2].id).ok());
+  auto next = sched_->Schedule();
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(next[0].gpus, placements[2].gpus);
+}
+
+TEST_F(SchedulerTest, GpuExclusivityHoldsUnderRandomChurn) {
+  Make({Node("a", 32, 65536, 8), Node("b", 32, 65536, 8), Node("c", 16, 32768, 2)});
+  std::mt19937 rng(7);
+  std::set<std::string> live;
+  int next_id = 0;
+  for (int round = 0; round < 200; ++round) {
+    for (int k = 0; k < 5; ++k) {
+      std::string id = "u" + std::to_string(rng() % 3) + "/" + std::to_string(next_id++);
+      Submit(id, id.substr(0, 2), {1 + int64_t(rng() % 4), 1024, int64_t(rng() % 4)});
+      live.insert(id);
+    }
+    sched_->Schedule();
+    std::map<std::string, std::set<int>> used;  // node -> GPU indices
+    Resources total_used;
+    for (const std::string& id : live) {
+      Decision d = Get(id);
+      if (auto* p = std::get_if<Placed>(&d)) {
+        for (int g : p->gpus) {
+          ASSERT_TRUE(used[p->node].insert(g).second)
+              << "round " << round << ": GPU " << g << " of " << p->node << " twice";
+        }
+      }
+    }
+    for (const NodeUsage& n : sched_->Nodes()) {
+      EXPECT_EQ(static_cast<int64_t>(n.free_gpus.size()), n.free.gpus);
+      EXPECT_EQ(n.capacity.gpus - n.free.gpus, static_cast<int64_t>(used[n.name].size()));
+      EXPECT_GE(n.free.vcores, 0);
+    }
+    // Release a random third.
+    for (auto it = live.begin(); it != live.end();) {
+      if (rng() % 3 == 0) {
+        ASSERT_TRUE(sched_->Release(*it).ok());
+        it = live.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+}
+
+TEST_F(SchedulerTest, BestFitPacksGpuWorkAndAvoidsFragmentation) {
+  Make({Node("n1", 16, 65536, 2), Node("n2", 16, 65536, 2)});
+  Submit("u/one-a", "u", {1, 1024, 1});
+  Submit("u/one-b", "u", {1, 1024, 1});
+  auto first = sched_->Schedule();
+  ASSERT_EQ(first.size(), 2u);
+  // Both single-GPU requests share a node, so a two-GPU request still fits on the other.
+  EXPECT_EQ(first[0].node, first[1].node);
+  Submit("u/two", "u", {1, 1024, 2});
+  auto second = sched_->Schedule();
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_NE(second[0].node, first[0].node);
+}
+
+TEST_F(SchedulerTest, FragmentedGpusGiveAPendingReason) {
+  Make({Node("n1", 16, 65536, 2), Node("n2", 16, 65536, 2)});
+  ASSERT_TRUE(sched_->Restore({"x/1", "x", "", {1, 1024, 1}}, "n1", {0}).ok());
+  ASSERT_TRUE(sched_->Restore({"x/2", "x", "", {1, 1024, 1}}, "n2", {1}).ok());
+  Submit("u/two", "u", {1, 1024, 2});
+  EXPECT_TRUE(sched_->Schedule().empty());
+  EXPECT_EQ(PendingReason("u/two"), "needs 2 GPUs on one node, at most 1 free on any node");
+  // Whichever frees first makes room; the GPUs given are that node's two devices.
+  ASSERT_TRUE(sched_->Release("x/2").ok());
+  auto p = sched_->Schedule();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].node, "n2");
+  EXPECT_EQ(p[0].gpus, (std::vector<int>{0, 1}));
+}
+
+TEST_F(SchedulerTest, QueuesBelowTheirGuaranteeComeFirst) {
+  Make({Node("n1", 10, 100000)}, {{"prod", 0.7, 1.0, {}}, {"research", 0.3, 1.0, {}}});
+  // prod submits everything first; research still reaches its 30%.
+  for (int i = 0; i < 10; ++i) Submit("p/" + std::to_string(i), "p", {1, 100, 0}, "prod");
+  for (int i = 0; i < 10; ++i) Submit("r/" + std::to_string(i), "r", {1, 100, 0}, "research");
+  auto placed = PlacedPerUser(sched_->Schedule());
+  EXPECT_EQ(placed["p"], 7);
+  EXPECT_EQ(placed["r"], 3);
+}
+
+TEST_F(SchedulerTest, QueueNeverPassesItsMaximumShare) {
+  Make({Node("n1", 10, 100000)}, {{"batch", 0, 0.5, {}}});
+  for (int i = 0; i < 10; ++i) Submit("b/" + std::to_string(i), "b", {1, 100, 0}, "batch");
+  EXPECT_EQ(sched_->Schedule().size(), 5u);
+  EXPECT_EQ(PendingReason("b/7"), "queue batch is at its maximum share (50% of the cluster)");
+  // The default queue is not held back by batch's cap.
+  Submit("d/0", "d", {5, 100, 0});
+  sched_->Schedule();
+  EXPECT_TRUE(IsPlaced("d/0"));
+}
+
+TEST_F(SchedulerTest, InfeasibleRequestsSayWhy) {
+  Make({Node("n1", 8, 16384, 8), Node("n2", 8, 16384, 8)}, {{"small", 0, 0.25, {}}});
+  Submit("u/huge", "u", {1, 1024, 16});
+  Decision d = Get("u/huge");
+  ASSERT_TRUE(std::holds_alternative<Infeasible>(d));
+  EXPECT_EQ(std::get<Infeasible>(d).reason,
+            "no node is large enough for 1 vcore, 1024 MiB, 16 GPUs (largest: 8 vcores, 16384 "
+            "MiB, 8 GPUs)");
+  Submit("u/capped", "u", {6, 1024, 0}, "small");
+  d = Get("u/capped");
+  ASSERT_TRUE(std::holds_alternative<Infeasible>(d));
+  EXPECT_NE(std::get<Infeasible>(d).reason.find("more than queue small's maximum share (25%"),
+            std::string::npos);
+  std::vector<Request> gang;
+  for (int i = 0; i < 5; ++i) gang.push_back({"g/" + std::to_string(i), "u", "", {4, 1024, 0}});
+  ASSERT_TRUE(sched_->SubmitGang("g", gang).ok());
+  d = Get("g/0");
+  ASSERT_TRUE(std::holds_alternative<Infeasible>(d));
+  EXPECT_NE(std::get<Infeasible>(d).reason.find("more than the whole cluster"), std::string::npos);
+  // Infeasible work is never placed and does not block anything.
+  Submit("u/ok", "u", {1, 1024, 1});
+  auto p = sched_->Schedule();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].id, "u/ok");
+}
+
+TEST_F(SchedulerTest, BadRequestsAreErrors) {
+  Make({Node("n1", 8, 16384)}, {{"team", 0, 1, {"alice"}}});
+  EXPECT_EQ(sched_->Submit({"x", "u", "nope", {1, 1, 0}}).code(), StatusCode::kNotFound);
+  EXPECT_EQ(sched_->Submit({"x", "bob", "team", {1, 1, 0}}).code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(sched_->Submit({"x", "alice", "team", {1, 1, 0}}).ok());
+  EXPECT_EQ(sched_->Submit({"x", "alice", "team", {1, 1, 0}}).code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(sched_->Submit({"y", "alice", "", {0, 0, 0}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(sched_->Submit({"y", "alice", "", {-1, 10, 0}}).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      sched_->SubmitGang("g", {{"a", "alice", "", {1, 1, 0}}, {"b", "bob", "", {1, 1, 0}}}).code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_EQ(sched_->Get("a").status().code(), StatusCode::kNotFound);  // nothing was queued
+  EXPECT_EQ(sched_->Release("zzz").code(), StatusCode::kNotFound);
+}
+
+TEST_F(SchedulerTest, ReleaseFreesAndForgets) {
+  Make({Node("n1", 4, 4096)});
+  Submit("u/a", "u", {4, 1024, 0});
+  Submit("u/b", "u", {4, 1024, 0});
+  sched_->Schedule();
+  ASSERT_TRUE(IsPlaced("u/a"));
+  ASSERT_TRUE(sched_->Release("u/a").ok());
+  EXPECT_EQ(sched_->Get("u/a").status().code(), StatusCode::kNotFound);
+  sched_->Schedule();
+  EXPECT_TRUE(IsPlaced("u/b"));
+  // Withdrawing a pending request: it is never placed.
+  Submit("u/c", "u", {4, 1024, 0});
+  ASSERT_TRUE(sched_->Release("u/c").ok());
+  ASSERT_TRUE(sched_->Release("u/b").ok());
+  EXPECT_TRUE(sched_->Schedule().empty());
+  EXPECT_EQ(sched_->Nodes()[0].free, (Resources{4, 4096, 0}));
+  EXPECT_EQ(sched_->Queues().back().used, (Resources{}));
+}
+
+TEST_F(SchedulerTest, RestoreRejectsConflicts) {
+  Make({Node("n1", 4, 4096, 2)});
+  ASSERT_TRUE(sched_->Restore({"u/a", "u", "", {1, 100, 1}}, "n1", {1}).ok());
+  EXPECT_EQ(sched_->Restore({"u/b", "u", "", {1, 100, 1}}, "n1", {1}).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(sched_->Restore({"u/b", "u", "", {1, 100, 1}}, "n9", {0}).code(),
+            StatusCode::kNotFound);
+  EXPECT_EQ(sched_->Restore({"u/b", "u", "", {1, 100, 2}}, "n1", {0}).code(),
+            StatusCode::kInvalidArgument);
+  Submit("u/c", "u", {1, 100, 1});
+  auto p = sched_->Schedule();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].gpus, (std::vector<int>{0}));
+}
+
+TEST_F(SchedulerTest, SameInputsSamePlacements) {
+  auto run = [this]() {
+    Make({Node("a", 8, 16384, 4), Node("b", 8, 16384, 4)},
+         {{"q1", 0.5, 1, {}}, {"q2", 0.2, 0.6, {}}});
+    std::mt19937 rng(11);
+    std::vector<Placement> all;
+    for (int i = 0; i < 60; ++i) {
+      std::string q = i % 3 == 0 ? "q1" : i % 3 == 1 ? "q2" : "";
+      Submit("u" + std::to_string(i % 4) + "/" + std::to_string(i), "u" + std::to_string(i % 4),
+             {1 + int64_t(rng() % 3), 512 + int64_t(rng() % 2048), int64_t(rng() % 2)}, q);
+    }
+    for (const Placement& p : sched_->Schedule()) all.push_back(p);
+    std::vector<std::string> flat;
+    for (const Placement& p : all) {
+      std::string s = p.id + "@" + p.node;
+      for (int g : p.gpus) s += ":" + std::to_string(g);
+      flat.push_back(s);
+    }
+    return flat;
+  };
+  auto a = run();
+  auto b = run();
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace tarn::scheduler
