@@ -415,8 +415,8 @@ Status Scheduler::Release(const std::string& id) {
   tasks_.erase(it);
   if (unit.tasks.empty()) {
     if (uq.pending.erase(seq)) --q.pending_units;
-    units_.erase(seq);
-    if (uq.pending.empty() && uq.used == Resources{}) q.users.erase(unit.user);
+    if (uq.pending.empty() && uq.used == Resources{}) q.users.erase(unit.user);  // uq dies here
+    units_.erase(seq);  // and unit here
   }
   return OkStatus();
 }
