@@ -83,6 +83,10 @@ inline Status UnavailableError(std::string m) {
 inline Status PermissionDeniedError(std::string m) {
   return Status(StatusCode::kPermissionDenied, std::move(m));
 }
+inline Status DataLossError(std::string m) { return Status(StatusCode::kDataLoss, std::move(m)); }
+inline Status DeadlineExceededError(std::string m) {
+  return Status(StatusCode::kDeadlineExceeded, std::move(m));
+}
 inline Status ResourceExhaustedError(std::string m) {
   return Status(StatusCode::kResourceExhausted, std::move(m));
 }

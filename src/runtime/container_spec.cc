@@ -1,0 +1,122 @@
+#include "runtime/container_spec.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+
+namespace tarn::runtime {
+
+nlohmann::json ToJson(const ContainerSpec& s) {
+  return {
+      {"id", s.id},
+      {"shim_dir", s.shim_dir},
+      {"work_dir", s.work_dir},
+      {"hostname", s.hostname},
+      {"argv", s.argv},
+      {"env", s.env},
+      {"run_uid", s.run_uid},
+      {"run_gid", s.run_gid},
+      {"isolate", s.isolate},
+      {"cgroup", s.cgroup},
+      {"limits",
+       {{"memory_mib", s.limits.memory_mib},
+        {"vcores", s.limits.vcores},
+        {"pids_max", s.limits.pids_max},
+        {"restrict_devices", s.limits.restrict_devices},
+        {"gpu_minors", s.limits.gpu_minors}}},
+      {"log_max_bytes", s.log_max_bytes},
+      {"log_keep", s.log_keep},
+      {"stop_grace_ms", s.stop_grace_ms},
+  };
+}
+
+StatusOr<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& j) {
+  try {
+    ContainerSpec s;
+    s.id = j.at("id").get<std::string>();
+    s.shim_dir = j.at("shim_dir").get<std::string>();
+    s.work_dir = j.at("work_dir").get<std::string>();
+    s.hostname = j.at("hostname").get<std::string>();
+    s.argv = j.at("argv").get<std::vector<std::string>>();
+    s.env = j.at("env").get<std::vector<std::string>>();
+    s.run_uid = j.at("run_uid").get<uid_t>();
+    s.run_gid = j.at("run_gid").get<gid_t>();
+    s.isolate = j.at("isolate").get<bool>();
+    s.cgroup = j.at("cgroup").get<std::string>();
+    const auto& l = j.at("limits");
+    s.limits.memory_mib = l.at("memory_mib").get<int64_t>();
+    s.limits.vcores = l.at("vcores").get<int64_t>();
+    s.limits.pids_max = l.at("pids_max").get<int64_t>();
+    s.limits.restrict_devices = l.at("restrict_devices").get<bool>();
+    s.limits.gpu_minors = l.at("gpu_minors").get<std::vector<int>>();
+    s.log_max_bytes = j.at("log_max_bytes").get<int64_t>();
+    s.log_keep = j.at("log_keep").get<int>();
+    s.stop_grace_ms = j.at("stop_grace_ms").get<int64_t>();
+    if (s.argv.empty()) return InvalidArgumentError("container spec: argv is empty");
+    return s;
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgumentError(std::string("container spec: ") + e.what());
+  }
+}
+
+nlohmann::json ToJson(const ExitInfo& e) {
+  return {{"exit_code", e.exit_code},           {"signal", e.signal},
+          {"oom_killed", e.oom_killed},         {"memory_limit_mib", e.memory_limit_mib},
+          {"finished_at_ms", e.finished_at_ms}, {"diagnostics", e.diagnostics}};
+}
+
+StatusOr<ExitInfo> ExitInfoFromJson(const nlohmann::json& j) {
+  try {
+    ExitInfo e;
+    e.exit_code = j.at("exit_code").get<int>();
+    e.signal = j.at("signal").get<int>();
+    e.oom_killed = j.at("oom_killed").get<bool>();
+    e.memory_limit_mib = j.at("memory_limit_mib").get<int64_t>();
+    e.finished_at_ms = j.at("finished_at_ms").get<int64_t>();
+    e.diagnostics = j.at("diagnostics").get<std::string>();
+    return e;
+  } catch (const nlohmann::json::exception& e) {
+    return InvalidArgumentError(std::string("exit status: ") + e.what());
+  }
+}
+
+std::string DescribeExit(const ExitInfo& e) {
+  if (e.oom_killed) {
+    return "killed: exceeded its " + std::to_string(e.memory_limit_mib) + " MiB memory limit";
+  }
+  if (e.signal > 0) {
+    const char* name = sigabbrev_np(e.signal);
+    return "killed by signal " + std::to_string(e.signal) +
+           (name ? std::string(" (SIG") + name + ")" : std::string());
+  }
+  return "exited with code " + std::to_string(e.exit_code);
+}
+
+Status WriteFileAtomically(const std::string& path, const std::string& content) {
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return InternalError(tmp + ": cannot create: " + std::strerror(errno));
+  size_t done = 0;
+  while (done < content.size()) {
+    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return InternalError(tmp + ": write failed: " + std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    return InternalError(tmp + ": fsync failed: " + std::strerror(errno));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return InternalError(path + ": rename failed: " + std::strerror(errno));
+  }
+  return OkStatus();
+}
+
+}  // namespace tarn::runtime

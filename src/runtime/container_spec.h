@@ -1,0 +1,60 @@
+// What the runtime needs to start one container, and what it reports about it. Plain values
+// shared by the runtime (in tarn server) and tarn-shim, which reads the spec from a JSON file
+// the runtime writes. Thread-compatible.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/cgroups.h"
+
+namespace tarn::runtime {
+
+struct ContainerSpec {
+  std::string id;                 // "alice/fmnist/worker-0": names the cgroup and the logs
+  std::string shim_dir;           // root-owned: spec, pid file, exit status, logs
+  std::string work_dir;           // the instance's working directory (owned by run_uid)
+  std::string hostname;           // UTS name inside the container
+  std::vector<std::string> argv;  // e.g. {"/bin/sh", "-c", "sleep 60"}
+  std::vector<std::string> env;   // "NAME=value"
+  uid_t run_uid = 65534;
+  gid_t run_gid = 65534;
+  // Namespaces (PID, mount, UTS, IPC) and a cgroup. false: a plain process group (tarn not
+  // running as root), which the runtime reports as a warning.
+  bool isolate = true;
+  std::string cgroup;  // relative cgroup name, e.g. "tarn/alice/fmnist/worker-0"
+  CgroupLimits limits;
+  int64_t log_max_bytes = 10 << 20;  // per file, then rotated
+  int log_keep = 3;                  // rotated files kept besides the current one
+  int64_t stop_grace_ms = 10000;     // SIGTERM, then SIGKILL after this long
+};
+
+// How a container ended, as the shim recorded it in exit.json.
+struct ExitInfo {
+  int exit_code = -1;  // when it exited
+  int signal = 0;      // when a signal killed it
+  bool oom_killed = false;
+  int64_t memory_limit_mib = 0;
+  int64_t finished_at_ms = 0;
+  std::string diagnostics;  // "exited with code 3", "killed: exceeded its 256 MiB memory limit"
+};
+
+nlohmann::json ToJson(const ContainerSpec& spec);
+StatusOr<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& j);
+nlohmann::json ToJson(const ExitInfo& info);
+StatusOr<ExitInfo> ExitInfoFromJson(const nlohmann::json& j);
+
+// "exited with code 3", "killed by signal 15 (SIGTERM)", "killed: exceeded its 256 MiB
+// memory limit".
+std::string DescribeExit(const ExitInfo& info);
+
+// Writes `content` to `path` through a temporary file, fsync and rename: readers see the old
+// file or the new one, never half of one.
+Status WriteFileAtomically(const std::string& path, const std::string& content);
+
+}  // namespace tarn::runtime

@@ -1,0 +1,245 @@
+#include "runtime/shim_runtime.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "common/file.h"
+
+namespace tarn::runtime {
+namespace {
+
+Status MakeDir(const std::string& path, mode_t mode) {
+  std::string partial;
+  size_t start = 1;
+  while (true) {
+    size_t slash = path.find('/', start);
+    partial = path.substr(0, slash);
+    if (::mkdir(partial.c_str(), slash == std::string::npos ? mode : 0755) != 0 &&
+        errno != EEXIST) {
+      return InternalError(partial + ": cannot create: " + std::strerror(errno));
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  ::chmod(path.c_str(), mode);
+  return OkStatus();
+}
+
+struct ShimPid {
+  pid_t pid = 0;
+  std::string start_time;
+};
+
+std::optional<ShimPid> ReadShimPid(const std::string& shim_dir) {
+  auto text = ReadFileToString(shim_dir + "/shim.pid", 4096);
+  if (!text.ok()) return std::nullopt;
+  ShimPid s;
+  size_t space = text->find(' ');
+  s.pid = static_cast<pid_t>(std::atoi(text->substr(0, space).c_str()));
+  if (space != std::string::npos) {
+    s.start_time = text->substr(space + 1);
+    while (!s.start_time.empty() && s.start_time.back() == '\n') s.start_time.pop_back();
+  }
+  if (s.pid <= 0) return std::nullopt;
+  return s;
+}
+
+std::string StartTimeOf(pid_t pid) {
+  auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat", 1 << 16);
+  if (!stat.ok()) return "";
+  size_t pos = stat->rfind(')');
+  if (pos == std::string::npos) return "";
+  pos += 2;
+  for (int field = 3; field < 22 && pos != std::string::npos; ++field) {
+    pos = stat->find(' ', pos);
+    if (pos != std::string::npos) ++pos;
+  }
+  if (pos == std::string::npos) return "";
+  return stat->substr(pos, stat->find(' ', pos) - pos);
+}
+
+// The shim is alive when its pid runs with the start time it recorded (not a reused pid)
+// and is not a zombie waiting for whoever inherited it to reap it.
+bool ShimAlive(const ShimPid& s) {
+  if (::kill(s.pid, 0) != 0 && errno == ESRCH) return false;
+  auto stat = ReadFileToString("/proc/" + std::to_string(s.pid) + "/stat", 1 << 16);
+  if (!stat.ok()) return false;
+  size_t paren = stat->rfind(')');
+  if (paren == std::string::npos || paren + 2 >= stat->size()) return false;
+  char state = (*stat)[paren + 2];
+  if (state == 'Z' || state == 'X') return false;
+  return StartTimeOf(s.pid) == s.start_time;
+}
+
+Status RemoveTree(const std::string& path) {
+  DIR* d = ::opendir(path.c_str());
+  if (d == nullptr)
+    return errno == ENOENT ? OkStatus() : InternalError(path + ": " + std::strerror(errno));
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    std::string child = path + "/" + name;
+    struct stat st {};
+    if (::lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      RETURN_IF_ERROR(RemoveTree(child));
+    } else if (::unlink(child.c_str()) != 0) {
+      ::closedir(d);
+      return InternalError(child + ": " + std::strerror(errno));
+    }
+  }
+  ::closedir(d);
+  if (::rmdir(path.c_str()) != 0) return InternalError(path + ": " + std::strerror(errno));
+  return OkStatus();
+}
+
+}  // namespace
+
+ShimRuntime::ShimRuntime(Options options) : options_(std::move(options)) {
+  if (options_.reap_shims) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+}
+
+std::string ShimRuntime::Warning() const {
+  if (::geteuid() == 0) return "";
+  return "tarn is not running as root: containers run as plain process groups, without "
+         "namespaces or cgroup limits";
+}
+
+StatusOr<ContainerState> ShimRuntime::Start(const ContainerSpec& in) {
+  ContainerSpec spec = in;
+  if (::geteuid() != 0) spec.isolate = false;
+  RETURN_IF_ERROR(MakeDir(spec.shim_dir, 0700));
+  RETURN_IF_ERROR(MakeDir(spec.work_dir, 0750));
+  if (::geteuid() == 0 && ::chown(spec.work_dir.c_str(), spec.run_uid, spec.run_gid) != 0) {
+    return InternalError(spec.work_dir + ": chown: " + std::strerror(errno));
+  }
+  ::unlink((spec.shim_dir + "/exit.json").c_str());
+  RETURN_IF_ERROR(WriteFileAtomically(spec.shim_dir + "/spec.json", ToJson(spec).dump(2)));
+  int ready[2];
+  if (::pipe2(ready, O_CLOEXEC) != 0)
+    return InternalError(std::string("pipe: ") + std::strerror(errno));
+  pid_t child = ::fork();
+  if (child < 0) {
+    ::close(ready[0]);
+    ::close(ready[1]);
+    return InternalError(std::string("fork: ") + std::strerror(errno));
+  }
+  if (child == 0) {
+    ::dup2(ready[1], 3);  // dup2 clears FD_CLOEXEC on the copy
+    int max_fd = static_cast<int>(::sysconf(_SC_OPEN_MAX));
+    for (int fd = 4; fd < std::min(max_fd, 65536); ++fd) ::close(fd);
+    const char* argv[] = {options_.shim_binary.c_str(), spec.shim_dir.c_str(), "3", nullptr};
+    ::execv(argv[0], const_cast<char* const*>(argv));
+    std::string msg =
+        "error cannot run " + options_.shim_binary + ": " + std::strerror(errno) + "\n";
+    ssize_t ignored = ::write(3, msg.data(), msg.size());
+    (void)ignored;
+    ::_exit(127);
+  }
+  ::close(ready[1]);
+  std::string reply;
+  char buf[512];
+  ssize_t n;
+  while ((n = ::read(ready[0], buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+    if (n > 0) reply.append(buf, n);
+  }
+  ::close(ready[0]);
+  ::waitpid(child, nullptr, 0);  // the pre-detach shim process exits at once
+  while (!reply.empty() && reply.back() == '\n') reply.pop_back();
+  if (reply.rfind("ok ", 0) != 0) {
+    std::string why =
+        reply.rfind("error ", 0) == 0 ? reply.substr(6) : "the shim exited without a word";
+    return FailedPreconditionError(spec.id + ": cannot start: " + why);
+  }
+  return State(spec.shim_dir);
+}
+
+StatusOr<ContainerState> ShimRuntime::State(const std::string& shim_dir) const {
+  ContainerState st;
+  auto exit_text = ReadFileToString(shim_dir + "/exit.json", 1 << 16);
+  if (exit_text.ok()) {
+    try {
+      ASSIGN_OR_RETURN(st.exit, ExitInfoFromJson(nlohmann::json::parse(*exit_text)));
+    } catch (const nlohmann::json::exception& e) {
+      return DataLossError(shim_dir + "/exit.json: " + e.what());
+    }
+    st.phase = ContainerState::Phase::kExited;
+    st.diagnostics = st.exit.diagnostics;
+    return st;
+  }
+  auto pid = ReadShimPid(shim_dir);
+  if (!pid) {
+    if (::access(shim_dir.c_str(), F_OK) != 0) return NotFoundError(shim_dir + ": no container");
+    st.phase = ContainerState::Phase::kLost;
+    st.diagnostics = "its shim never started";
+    return st;
+  }
+  st.shim_pid = pid->pid;
+  // A shim re-parented to us (we are its subreaper) is reaped here once it has exited;
+  // for any other process this fails harmlessly with ECHILD.
+  ::waitpid(pid->pid, nullptr, WNOHANG);
+  if (ShimAlive(*pid)) return st;
+  // The shim may have written exit.json between our two reads.
+  if (::access((shim_dir + "/exit.json").c_str(), F_OK) == 0) return State(shim_dir);
+  st.phase = ContainerState::Phase::kLost;
+  st.diagnostics =
+      "its shim (pid " + std::to_string(pid->pid) + ") is gone without recording an exit status";
+  return st;
+}
+
+Status ShimRuntime::Stop(const std::string& shim_dir) {
+  ASSIGN_OR_RETURN(ContainerState st, State(shim_dir));
+  if (st.phase != ContainerState::Phase::kRunning) return OkStatus();
+  if (::kill(st.shim_pid, SIGTERM) != 0 && errno != ESRCH) {
+    return InternalError("signal shim " + std::to_string(st.shim_pid) + ": " +
+                         std::strerror(errno));
+  }
+  return OkStatus();
+}
+
+StatusOr<ContainerState> ShimRuntime::Wait(const std::string& shim_dir,
+                                           std::chrono::milliseconds timeout) {
+  ASSIGN_OR_RETURN(ContainerState st, State(shim_dir));
+  if (st.phase != ContainerState::Phase::kRunning) return st;
+  // A pidfd becomes readable when the shim exits; the shim is not our child.
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, st.shim_pid, 0));
+  if (pidfd < 0) {
+    if (errno == ESRCH) return State(shim_dir);
+    return InternalError(std::string("pidfd_open: ") + std::strerror(errno));
+  }
+  // Re-check: the pid might have been reused between State() and pidfd_open().
+  if (StartTimeOf(st.shim_pid) != ReadShimPid(shim_dir).value_or(ShimPid{}).start_time) {
+    ::close(pidfd);
+    return State(shim_dir);
+  }
+  pollfd p{pidfd, POLLIN, 0};
+  int r;
+  do {
+    r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+  } while (r < 0 && errno == EINTR);
+  ::close(pidfd);
+  if (r == 0)
+    return DeadlineExceededError(shim_dir + ": still running after " +
+                                 std::to_string(timeout.count()) + " ms");
+  return State(shim_dir);
+}
+
+Status ShimRuntime::Remove(const std::string& shim_dir) {
+  ASSIGN_OR_RETURN(ContainerState st, State(shim_dir));
+  if (st.phase == ContainerState::Phase::kRunning) {
+    return FailedPreconditionError(shim_dir + ": still running; stop it first");
+  }
+  return RemoveTree(shim_dir);
+}
+
+}  // namespace tarn::runtime

@@ -1,0 +1,240 @@
+// The real runtime: real tarn-shim processes, namespaces and this machine's cgroups. Needs
+// root (skipped otherwise, saying so). Each test names its cgroups uniquely and checks that
+// nothing is left behind: no process, no cgroup.
+#include "runtime/shim_runtime.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "runtime/cgroups.h"
+
+namespace tarn::runtime {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// True when some process has `token` in its environment.
+bool ProcessWithToken(const std::string& token) {
+  DIR* d = ::opendir("/proc");
+  bool found = false;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string env = ReadAll(std::string("/proc/") + e->d_name + "/environ");
+    if (env.find(token) != std::string::npos) found = true;
+  }
+  ::closedir(d);
+  return found;
+}
+
+class ShimRuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root: namespaces and cgroups";
+    char tmpl[] = "/tmp/tarn-runtime-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    ::chmod(dir_.c_str(), 0755);
+    token_ = "TARN_TEST_TOKEN=" + std::to_string(::getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    auto cg = DetectCgroups();
+    ASSERT_TRUE(cg.ok()) << cg.status().ToString();
+    cgroups_ = std::move(cg).value();
+  }
+  void TearDown() override {
+    if (!dir_.empty()) std::system(("rm -rf " + dir_).c_str());
+  }
+
+  ContainerSpec Spec(const std::string& command) {
+    ContainerSpec s;
+    s.id = "alice/test/c-0";
+    s.shim_dir = dir_ + "/shim";
+    s.work_dir = dir_ + "/work";
+    s.hostname = "c-0.test.alice.tarn";
+    s.argv = {"/bin/sh", "-c", command};
+    s.env = {"PATH=/usr/bin:/bin", token_};
+    s.cgroup = "tarn-test-" + std::to_string(::getpid()) + "/alice/test/c-0";
+    s.limits.memory_mib = 128;
+    s.limits.vcores = 1;
+    s.limits.pids_max = 128;
+    s.stop_grace_ms = 300;
+    return s;
+  }
+
+  ContainerState RunToEnd(const ContainerSpec& spec) {
+    auto started = runtime_.Start(spec);
+    EXPECT_TRUE(started.ok()) << started.status().ToString();
+    auto done = runtime_.Wait(spec.shim_dir, 20s);
+    EXPECT_TRUE(done.ok()) << done.status().ToString();
+    return done.ok() ? *done : ContainerState{};
+  }
+
+  // Makes the work dir and in it a FIFO `name` the workload (another user) may write to.
+  void MakeReadyFifo(const ContainerSpec& spec, const std::string& name) {
+    ::mkdir(spec.work_dir.c_str(), 0755);
+    std::string path = spec.work_dir + "/" + name;
+    ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  }
+
+  // Blocks until the workload writes a line to the FIFO `name` in its work dir.
+  void AwaitReady(const ContainerSpec& spec, const std::string& name) {
+    int fd = ::open((spec.work_dir + "/" + name).c_str(), O_RDONLY | O_NONBLOCK);
+    ASSERT_GE(fd, 0);
+    pollfd p{fd, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10000), 1) << "the workload never said it was ready";
+    ::close(fd);
+  }
+
+  void ExpectNothingLeft(const ContainerSpec& spec) {
+    EXPECT_FALSE(cgroups_->Exists(spec.cgroup)) << spec.cgroup << " is still there";
+    EXPECT_FALSE(cgroups_->Exists("tarn-test-" + std::to_string(::getpid())));
+    EXPECT_FALSE(ProcessWithToken(token_)) << "a process of the container survived";
+  }
+
+  ShimRuntime runtime_{{TARN_SHIM_BINARY}};
+  std::unique_ptr<Cgroups> cgroups_;
+  std::string dir_;
+  std::string token_;
+};
+
+TEST_F(ShimRuntimeTest, RunsIsolatedAsTheRunUserAndRecordsTheExit) {
+  ContainerSpec spec = Spec(
+      "echo pid=$$ host=$(hostname) uid=$(id -u) pwd=$(pwd); "
+      "echo oops >&2; exit 3");
+  ContainerState st = RunToEnd(spec);
+  ASSERT_EQ(st.phase, ContainerState::Phase::kExited);
+  EXPECT_EQ(st.exit.exit_code, 3);
+  EXPECT_EQ(st.exit.signal, 0);
+  EXPECT_FALSE(st.exit.oom_killed);
+  EXPECT_EQ(st.diagnostics, "exited with code 3");
+  // PID 1 is the shim's init; the workload is the next process of its PID namespace.
+  EXPECT_EQ(ReadAll(spec.shim_dir + "/stdout.log"),
+            "pid=2 host=c-0.test.alice.tarn uid=65534 pwd=" + spec.work_dir + "\n");
+  EXPECT_EQ(ReadAll(spec.shim_dir + "/stderr.log"), "oops\n");
+  ExpectNothingLeft(spec);
+}
+
+TEST_F(ShimRuntimeTest, MemoryHogIsOomKilledAndReportedAsSuch) {
+  ContainerSpec spec = Spec("exec /usr/bin/python3 -c 'b = b\"x\" * (400 << 20); print(len(b))'");
+  spec.limits.memory_mib = 64;
+  ContainerState st = RunToEnd(spec);
+  ASSERT_EQ(st.phase, ContainerState::Phase::kExited);
+  EXPECT_TRUE(st.exit.oom_killed);
+  EXPECT_EQ(st.exit.signal, 9);
+  EXPECT_EQ(st.diagnostics, "killed: exceeded its 64 MiB memory limit");
+  ExpectNothingLeft(spec);
+}
+
+TEST_F(ShimRuntimeTest, StopSendsSigtermToTheWorkload) {
+  ContainerSpec spec = Spec(
+      "trap 'echo got TERM; exit 0' TERM; echo up > ready; "
+      "sleep 1000 & wait");
+  MakeReadyFifo(spec, "ready");
+  ASSERT_TRUE(runtime_.Start(spec).ok());
+  AwaitReady(spec, "ready");
+  ASSERT_TRUE(runtime_.Stop(spec.shim_dir).ok());
+  auto st = runtime_.Wait(spec.shim_dir, 20s);
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->phase, ContainerState::Phase::kExited);
+  EXPECT_EQ(st->exit.exit_code, 0);  // it handled SIGTERM and exited cleanly
+  EXPECT_EQ(st->diagnostics, "stopped (exited with code 0)");
+  EXPECT_EQ(ReadAll(spec.shim_dir + "/stdout.log"), "got TERM\n");
+  ExpectNothingLeft(spec);
+}
+
+TEST_F(ShimRuntimeTest, WorkloadIgnoringSigtermIsKilledAfterTheGracePeriod) {
+  ContainerSpec spec = Spec(
+      "exec /usr/bin/python3 -c 'import signal, subprocess, time\n"
+      "signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+      "subprocess.Popen([\"sleep\", \"1000\"])\n"
+      "open(\"ready\", \"w\").write(\"up\\n\")\n"
+      "time.sleep(1000)'");
+  MakeReadyFifo(spec, "ready");
+  ASSERT_TRUE(runtime_.Start(spec).ok());
+  AwaitReady(spec, "ready");
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(runtime_.Stop(spec.shim_dir).ok());
+  auto st = runtime_.Wait(spec.shim_dir, 20s);
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->phase, ContainerState::Phase::kExited);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);  // the grace period was given
+  EXPECT_EQ(st->exit.signal, 9);
+  EXPECT_EQ(st->diagnostics, "stopped (killed by signal 9 (SIGKILL))");
+  ExpectNothingLeft(spec);  // the child sleep went with its namespace
+}
+
+TEST_F(ShimRuntimeTest, ContainerOutlivesTheRuntimeAndIsFoundAgain) {
+  ContainerSpec spec = Spec("echo up > ready; exec sleep 1000");
+  MakeReadyFifo(spec, "ready");
+  {
+    ShimRuntime first({TARN_SHIM_BINARY});
+    ASSERT_TRUE(first.Start(spec).ok());
+  }
+  AwaitReady(spec, "ready");
+  ShimRuntime second({TARN_SHIM_BINARY});  // "tarn server restarted"
+  auto st = second.State(spec.shim_dir);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->phase, ContainerState::Phase::kRunning);
+  EXPECT_GT(st->shim_pid, 0);
+  ASSERT_TRUE(second.Stop(spec.shim_dir).ok());
+  auto done = second.Wait(spec.shim_dir, 20s);
+  ASSERT_TRUE(done.ok());
+  EXPECT_EQ(done->exit.signal, 15);
+  ExpectNothingLeft(spec);
+  ASSERT_TRUE(second.Remove(spec.shim_dir).ok());
+  EXPECT_EQ(second.State(spec.shim_dir).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ShimRuntimeTest, AShimThatDiedIsReportedLost) {
+  ContainerSpec spec = Spec("echo up > ready; exec sleep 1000");
+  MakeReadyFifo(spec, "ready");
+  auto started = runtime_.Start(spec);
+  ASSERT_TRUE(started.ok());
+  AwaitReady(spec, "ready");
+  ::kill(started->shim_pid, SIGKILL);
+  ASSERT_TRUE(runtime_.Wait(spec.shim_dir, 20s).ok());
+  auto st = runtime_.State(spec.shim_dir);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ(st->phase, ContainerState::Phase::kLost);
+  EXPECT_NE(st->diagnostics.find("is gone without recording an exit status"), std::string::npos);
+  // Cleaning up after a lost shim is the cgroup's job.
+  EXPECT_TRUE(cgroups_->KillAll(spec.cgroup).ok());
+  EXPECT_TRUE(cgroups_->Remove(spec.cgroup).ok());
+  ExpectNothingLeft(spec);
+}
+
+TEST_F(ShimRuntimeTest, MissingProgramIsAnExitNotAHang) {
+  ContainerSpec spec = Spec("");
+  spec.argv = {"/no/such/program"};
+  ContainerState st = RunToEnd(spec);
+  ASSERT_EQ(st.phase, ContainerState::Phase::kExited);
+  EXPECT_EQ(st.exit.exit_code, 127);
+  EXPECT_NE(ReadAll(spec.shim_dir + "/stderr.log").find("cannot run /no/such/program"),
+            std::string::npos);
+  ExpectNothingLeft(spec);
+}
+
+TEST_F(ShimRuntimeTest, BadShimBinaryIsAClearError) {
+  ShimRuntime broken({"/no/such/tarn-shim"});
+  auto st = broken.Start(Spec("true"));
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("cannot run /no/such/tarn-shim"), std::string::npos)
+      << st.status().message();
+}
+
+}  // namespace
+}  // namespace tarn::runtime

@@ -1,0 +1,384 @@
+#include "shim/shim.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <optional>
+
+#include "common/file.h"
+#include "runtime/cgroups.h"
+#include "runtime/container_spec.h"
+#include "shim/rotating_log.h"
+
+namespace tarn::shim {
+namespace {
+
+using runtime::ContainerSpec;
+using runtime::ExitInfo;
+
+constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+
+void WriteAll(int fd, const std::string& s) {
+  size_t done = 0;
+  while (done < s.size()) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<size_t>(n);
+  }
+}
+
+int64_t NowMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Field 22 of /proc/<pid>/stat: the start time, which tells a live pid from a reused one.
+std::string StartTime(pid_t pid) {
+  auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat", 1 << 16);
+  if (!stat.ok()) return "";
+  size_t paren = stat->rfind(')');
+  if (paren == std::string::npos) return "";
+  size_t pos = paren + 2;  // the state field
+  for (int field = 3; field < 22 && pos != std::string::npos; ++field) {
+    pos = stat->find(' ', pos);
+    if (pos != std::string::npos) ++pos;
+  }
+  if (pos == std::string::npos) return "";
+  return stat->substr(pos, stat->find(' ', pos) - pos);
+}
+
+// The workload: becomes its own process group, takes the log pipes, drops to the run user
+// and execs. Never returns.
+[[noreturn]] void ExecWorkload(const ContainerSpec& spec, int out_fd, int err_fd) {
+  ::setpgid(0, 0);
+  int null_fd = ::open("/dev/null", O_RDONLY);
+  if (null_fd >= 0) ::dup2(null_fd, 0);
+  ::dup2(out_fd, 1);
+  ::dup2(err_fd, 2);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int s : kForwarded) ::signal(s, SIG_DFL);
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  auto fail = [&](const std::string& what) {
+    WriteAll(2, "tarn-shim: " + what + ": " + std::strerror(errno) + "\n");
+    ::_exit(127);
+  };
+  if (::chdir(spec.work_dir.c_str()) != 0) fail("cannot enter " + spec.work_dir);
+  if (::geteuid() == 0 && spec.run_uid != 0) {
+    if (::setgroups(0, nullptr) != 0) fail("setgroups");
+    if (::setgid(spec.run_gid) != 0) fail("setgid " + std::to_string(spec.run_gid));
+    if (::setuid(spec.run_uid) != 0) fail("setuid " + std::to_string(spec.run_uid));
+  }
+  std::vector<char*> argv, envp;
+  for (const std::string& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  ::execvpe(argv[0], argv.data(), envp.data());
+  fail("cannot run " + spec.argv[0]);
+  ::_exit(127);  // not reached
+}
+
+// The container's init: PID 1 of its PID namespace when isolated. Starts the workload,
+// forwards signals to its process group, reaps every child, and reports the workload's raw
+// wait status on `status_fd` before exiting. Never returns.
+[[noreturn]] void RunInit(const ContainerSpec& spec, int go_fd, int status_fd, int out_fd,
+                          int err_fd) {
+  char go = 0;
+  if (::read(go_fd, &go, 1) != 1 || go != 'g') ::_exit(120);  // the shim gave up
+  ::close(go_fd);
+  if (spec.isolate) {
+    auto fail = [](const char* what) {
+      WriteAll(2, std::string("tarn-shim init: ") + what + ": " + std::strerror(errno) + "\n");
+      ::_exit(121);
+    };
+    if (::unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC) != 0) fail("unshare");
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("make / private");
+    if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) {
+      fail("mount /proc");
+    }
+    if (::sethostname(spec.hostname.data(), spec.hostname.size()) != 0) fail("sethostname");
+  }
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : kForwarded) sigaddset(&mask, s);
+  sigaddset(&mask, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC);
+  pid_t workload = ::fork();
+  if (workload == 0) ExecWorkload(spec, out_fd, err_fd);
+  if (workload < 0) ::_exit(122);
+  ::setpgid(workload, workload);  // also done by the child; whichever runs first
+  ::close(out_fd);
+  ::close(err_fd);
+  int workload_status = 0;
+  bool done = false;
+  while (!done) {
+    signalfd_siginfo si{};
+    if (::read(sfd, &si, sizeof si) != sizeof si) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (si.ssi_signo == SIGCHLD) {
+      int st = 0;
+      pid_t p;
+      while ((p = ::waitpid(-1, &st, WNOHANG)) > 0) {
+        if (p == workload) {
+          workload_status = st;
+          done = true;
+        }
+      }
+    } else {
+      ::kill(-workload, static_cast<int>(si.ssi_signo));
+    }
+  }
+  // Outside a PID namespace, nothing kills the workload's leftovers for us.
+  if (!spec.isolate) ::kill(-workload, SIGKILL);
+  WriteAll(status_fd, std::to_string(workload_status) + "\n");
+  ::_exit(0);
+}
+
+struct Streams {
+  RotatingLog out;
+  RotatingLog err;
+};
+
+}  // namespace
+
+int RunShim(const std::string& shim_dir, int ready_fd) {
+  auto report = [&](const std::string& line) {
+    if (ready_fd >= 0) {
+      WriteAll(ready_fd, line + "\n");
+      ::close(ready_fd);
+      ready_fd = -1;
+    }
+  };
+  auto spec_text = ReadFileToString(shim_dir + "/spec.json");
+  if (!spec_text.ok()) {
+    report("error " + spec_text.status().message());
+    return 1;
+  }
+  StatusOr<ContainerSpec> parsed = InvalidArgumentError("unparsed");
+  try {
+    parsed = runtime::ContainerSpecFromJson(nlohmann::json::parse(*spec_text));
+  } catch (const nlohmann::json::exception& e) {
+    parsed = InvalidArgumentError(std::string("spec.json: ") + e.what());
+  }
+  if (!parsed.ok()) {
+    report("error " + parsed.status().message());
+    return 1;
+  }
+  const ContainerSpec spec = std::move(parsed).value();
+
+  // Detach: the runtime's child exits at once; the shim goes on in its own session.
+  pid_t detached = ::fork();
+  if (detached < 0) {
+    report(std::string("error fork: ") + std::strerror(errno));
+    return 1;
+  }
+  if (detached > 0) {
+    ::close(ready_fd);
+    return 0;
+  }
+  ::setsid();
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  int null_fd = ::open("/dev/null", O_RDWR);
+  if (null_fd >= 0) {
+    ::dup2(null_fd, 0);
+    ::dup2(null_fd, 1);
+  }
+  // stderr goes to a file of the shim's own, for its own troubles.
+  int shim_log = ::open((shim_dir + "/shim.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
+  if (shim_log >= 0) ::dup2(shim_log, 2);
+
+  pid_t self = ::getpid();
+  if (Status s = runtime::WriteFileAtomically(shim_dir + "/shim.pid",
+                                              std::to_string(self) + " " + StartTime(self) + "\n");
+      !s.ok()) {
+    report("error " + s.message());
+    _exit(1);
+  }
+  auto out_log = RotatingLog::Open(shim_dir + "/stdout.log", spec.log_max_bytes, spec.log_keep);
+  auto err_log = RotatingLog::Open(shim_dir + "/stderr.log", spec.log_max_bytes, spec.log_keep);
+  if (!out_log.ok() || !err_log.ok()) {
+    report("error " + (out_log.ok() ? err_log.status() : out_log.status()).message());
+    _exit(1);
+  }
+  Streams logs{std::move(out_log).value(), std::move(err_log).value()};
+
+  std::unique_ptr<runtime::Cgroups> cgroups;
+  if (spec.isolate) {
+    auto detected = runtime::DetectCgroups();
+    if (!detected.ok()) {
+      report("error " + detected.status().message());
+      _exit(1);
+    }
+    cgroups = std::move(detected).value();
+    if (Status s = cgroups->Create(spec.cgroup, spec.limits); !s.ok()) {
+      report("error " + s.message());
+      cgroups->Remove(spec.cgroup).ok();
+      _exit(1);
+    }
+    if (::unshare(CLONE_NEWPID) != 0) {
+      report(std::string("error unshare(CLONE_NEWPID): ") + std::strerror(errno));
+      cgroups->Remove(spec.cgroup).ok();
+      _exit(1);
+    }
+  }
+
+  int out_pipe[2], err_pipe[2], go_pipe[2], status_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
+      ::pipe2(go_pipe, O_CLOEXEC) != 0 || ::pipe2(status_pipe, O_CLOEXEC) != 0) {
+    report(std::string("error pipe: ") + std::strerror(errno));
+    _exit(1);
+  }
+  sigset_t mask;
+  sigemptyset(&mask);
+  sigaddset(&mask, SIGTERM);
+  sigaddset(&mask, SIGINT);
+  sigaddset(&mask, SIGCHLD);
+  ::sigprocmask(SIG_BLOCK, &mask, nullptr);
+  pid_t init = ::fork();
+  if (init == 0) {
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    ::close(go_pipe[1]);
+    ::close(status_pipe[0]);
+    if (ready_fd >= 0) ::close(ready_fd);
+    // The workload must get its pipes across exec.
+    ::fcntl(out_pipe[1], F_SETFD, 0);
+    ::fcntl(err_pipe[1], F_SETFD, 0);
+    RunInit(spec, go_pipe[0], status_pipe[1], out_pipe[1], err_pipe[1]);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  ::close(go_pipe[0]);
+  ::close(status_pipe[1]);
+  if (init < 0) {
+    report(std::string("error fork: ") + std::strerror(errno));
+    if (cgroups) cgroups->Remove(spec.cgroup).ok();
+    _exit(1);
+  }
+  if (cgroups) {
+    if (Status s = cgroups->AddProcess(spec.cgroup, init); !s.ok()) {
+      ::kill(init, SIGKILL);
+      ::waitpid(init, nullptr, 0);
+      cgroups->Remove(spec.cgroup).ok();
+      report("error " + s.message());
+      _exit(1);
+    }
+  }
+  WriteAll(go_pipe[1], "g");
+  ::close(go_pipe[1]);
+  report("ok " + std::to_string(init));
+
+  int sfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  bool init_done = false, stopping = false, killed = false;
+  int init_status = 0;
+  std::string status_text;
+  std::optional<std::chrono::steady_clock::time_point> kill_at, drain_until;
+  int fds[3] = {out_pipe[0], err_pipe[0], status_pipe[0]};
+  while (true) {
+    auto now = std::chrono::steady_clock::now();
+    if (kill_at && now >= *kill_at && !killed) {
+      ::kill(init, SIGKILL);  // the whole PID namespace goes with its init
+      if (cgroups) cgroups->KillAll(spec.cgroup).ok();
+      killed = true;
+    }
+    bool pipes_open = fds[0] >= 0 || fds[1] >= 0 || fds[2] >= 0;
+    if (init_done && (!pipes_open || (drain_until && now >= *drain_until))) break;
+    int timeout = -1;
+    auto until = [&](std::chrono::steady_clock::time_point t) {
+      int ms = static_cast<int>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(t - now).count() + 1);
+      timeout = timeout < 0 ? std::max(ms, 0) : std::min(timeout, std::max(ms, 0));
+    };
+    if (kill_at && !killed) until(*kill_at);
+    if (drain_until) until(*drain_until);
+    pollfd p[4];
+    int n = 0;
+    for (int fd : fds) p[n++] = {fd, POLLIN, 0};
+    p[n++] = {sfd, POLLIN, 0};
+    if (::poll(p, n, timeout) < 0 && errno != EINTR) break;
+    for (int i = 0; i < 3; ++i) {
+      if (fds[i] < 0 || !(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      char buf[65536];
+      ssize_t got = ::read(fds[i], buf, sizeof buf);
+      if (got > 0) {
+        if (i == 0) logs.out.Append(std::string_view(buf, got)).ok();
+        if (i == 1) logs.err.Append(std::string_view(buf, got)).ok();
+        if (i == 2) status_text.append(buf, got);
+      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+        ::close(fds[i]);
+        fds[i] = -1;
+      }
+    }
+    if (p[3].revents & POLLIN) {
+      signalfd_siginfo si{};
+      while (::read(sfd, &si, sizeof si) == sizeof si) {
+        if (si.ssi_signo == SIGCHLD) {
+          int st = 0;
+          pid_t r;
+          while ((r = ::waitpid(-1, &st, WNOHANG)) > 0) {
+            if (r == init) {
+              init_done = true;
+              init_status = st;
+              drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+            }
+          }
+        } else if (!stopping) {  // SIGTERM or SIGINT: stop the container
+          stopping = true;
+          ::kill(init, SIGTERM);
+          kill_at = std::chrono::steady_clock::now() +
+                    std::chrono::milliseconds(std::max<int64_t>(0, spec.stop_grace_ms));
+        }
+      }
+    }
+  }
+
+  ExitInfo info;
+  info.finished_at_ms = NowMillis();
+  info.memory_limit_mib = spec.limits.memory_mib;
+  if (!status_text.empty()) {
+    int st = std::atoi(status_text.c_str());
+    if (WIFEXITED(st)) info.exit_code = WEXITSTATUS(st);
+    if (WIFSIGNALED(st)) info.signal = WTERMSIG(st);
+  } else if (WIFSIGNALED(init_status)) {
+    info.signal = WTERMSIG(init_status);  // the init itself was killed (grace ran out)
+  } else {
+    info.exit_code = WIFEXITED(init_status) ? WEXITSTATUS(init_status) : -1;
+  }
+  if (cgroups) {
+    auto stats = cgroups->Stats(spec.cgroup);
+    // The kernel's OOM killer sends SIGKILL; a shell running the killed program reports 137.
+    bool died_of_kill = info.signal == SIGKILL || info.exit_code == 128 + SIGKILL;
+    if (stats.ok() && stats->oom_kills > 0 && died_of_kill && spec.limits.memory_mib > 0) {
+      info.oom_killed = true;
+    }
+    cgroups->KillAll(spec.cgroup).ok();
+    if (Status s = cgroups->Remove(spec.cgroup); !s.ok()) {
+      WriteAll(2, "tarn-shim: " + s.message() + "\n");
+    }
+  }
+  info.diagnostics = runtime::DescribeExit(info);
+  if (stopping && !info.oom_killed) info.diagnostics = "stopped (" + info.diagnostics + ")";
+  runtime::WriteFileAtomically(shim_dir + "/exit.json", runtime::ToJson(info).dump() + "\n").ok();
+  _exit(0);
+}
+
+}  // namespace tarn::shim
