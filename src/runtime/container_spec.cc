@@ -95,7 +95,7 @@ std::string DescribeExit(const ExitInfo& e) {
   return "exited with code " + std::to_string(e.exit_code);
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& content) {
+Status WriteFileAtomically(const std::string& path, const std::string& content, bool durable) {
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return InternalError(tmp + ": cannot create: " + std::strerror(errno));
@@ -110,7 +110,7 @@ Status WriteFileAtomically(const std::string& path, const std::string& content) 
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  if ((durable && ::fsync(fd) != 0) || ::close(fd) != 0) {
     return InternalError(tmp + ": fsync failed: " + std::strerror(errno));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {

@@ -53,8 +53,10 @@ StatusOr<ExitInfo> ExitInfoFromJson(const nlohmann::json& j);
 // memory limit".
 std::string DescribeExit(const ExitInfo& info);
 
-// Writes `content` to `path` through a temporary file, fsync and rename: readers see the old
-// file or the new one, never half of one.
-Status WriteFileAtomically(const std::string& path, const std::string& content);
+// Writes `content` to `path` through a temporary file and rename: readers see the old file
+// or the new one, never half of one. With `durable`, the data is fsync'ed before the rename
+// so that it also survives a machine crash.
+Status WriteFileAtomically(const std::string& path, const std::string& content,
+                           bool durable = true);
 
 }  // namespace tarn::runtime

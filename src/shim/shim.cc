@@ -207,8 +207,9 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
   if (shim_log >= 0) ::dup2(shim_log, 2);
 
   pid_t self = ::getpid();
-  if (Status s = runtime::WriteFileAtomically(shim_dir + "/shim.pid",
-                                              std::to_string(self) + " " + StartTime(self) + "\n");
+  // Not fsync'ed: after a machine crash there is no shim to find anyway.
+  if (Status s = runtime::WriteFileAtomically(
+          shim_dir + "/shim.pid", std::to_string(self) + " " + StartTime(self) + "\n", false);
       !s.ok()) {
     report("error " + s.message());
     _exit(1);
