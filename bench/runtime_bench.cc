@@ -24,12 +24,14 @@ using tarn::runtime::ContainerSpec;
 
 double Ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
-// Starts `sh -c "sleep 1000"` and returns once exec has happened (a CLOEXEC pipe closes).
+// Starts `sh -c "sleep 1000"` in its own process group and returns once exec has happened
+// (a CLOEXEC pipe closes).
 pid_t ForkExec() {
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) std::abort();
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::setpgid(0, 0);  // so that the stop below reaches sleep too, as tarn's stop does
     ::execl("/bin/sh", "sh", "-c", "sleep 1000", nullptr);
     ::_exit(127);
   }
@@ -100,7 +102,7 @@ int main(int argc, char** argv) {
     auto f0 = Clock::now();
     for (int i = 0; i < n; ++i) pids.push_back(ForkExec());
     auto f1 = Clock::now();
-    for (pid_t p : pids) ::kill(p, SIGTERM);
+    for (pid_t p : pids) ::kill(-p, SIGTERM);
     for (pid_t p : pids) ::waitpid(p, nullptr, 0);
     auto f2 = Clock::now();
 
