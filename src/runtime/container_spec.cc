@@ -30,6 +30,9 @@ nlohmann::json ToJson(const ContainerSpec& s) {
       {"log_max_bytes", s.log_max_bytes},
       {"log_keep", s.log_keep},
       {"stop_grace_ms", s.stop_grace_ms},
+      {"image", s.image},
+      {"bind_paths", s.bind_paths},
+      {"gpus", s.gpus},
   };
 }
 
@@ -55,7 +58,12 @@ StatusOr<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& j) {
     s.log_max_bytes = j.at("log_max_bytes").get<int64_t>();
     s.log_keep = j.at("log_keep").get<int>();
     s.stop_grace_ms = j.at("stop_grace_ms").get<int64_t>();
-    if (s.argv.empty()) return InvalidArgumentError("container spec: argv is empty");
+    s.image = j.value("image", "");
+    s.bind_paths = j.value("bind_paths", std::vector<std::string>{});
+    s.gpus = j.value("gpus", std::vector<int>{});
+    if (s.argv.empty() && s.image.empty()) {
+      return InvalidArgumentError("container spec: argv is empty");
+    }
     return s;
   } catch (const nlohmann::json::exception& e) {
     return InvalidArgumentError(std::string("container spec: ") + e.what());
