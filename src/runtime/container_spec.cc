@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstring>
 
+#include "common/base64.h"
+
 namespace tarn::runtime {
 
 nlohmann::json ToJson(const ContainerSpec& s) {
@@ -33,6 +35,15 @@ nlohmann::json ToJson(const ContainerSpec& s) {
       {"image", s.image},
       {"bind_paths", s.bind_paths},
       {"gpus", s.gpus},
+      {"files",
+       [&] {
+         nlohmann::json files = nlohmann::json::array();
+         for (const WorkFile& f : s.files) {
+           files.push_back({{"path", f.path}, {"base64", Base64Encode(f.content)}});
+         }
+         return files;
+       }()},
+      {"tarball", s.tarball},
   };
 }
 
@@ -61,6 +72,11 @@ StatusOr<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& j) {
     s.image = j.value("image", "");
     s.bind_paths = j.value("bind_paths", std::vector<std::string>{});
     s.gpus = j.value("gpus", std::vector<int>{});
+    s.tarball = j.value("tarball", "");
+    for (const auto& f : j.value("files", nlohmann::json::array())) {
+      ASSIGN_OR_RETURN(std::string content, Base64Decode(f.at("base64").get<std::string>()));
+      s.files.push_back({f.at("path").get<std::string>(), std::move(content)});
+    }
     if (s.argv.empty() && s.image.empty()) {
       return InvalidArgumentError("container spec: argv is empty");
     }

@@ -15,6 +15,14 @@
 
 namespace tarn::runtime {
 
+// A file written into the work dir before the workload starts (config files), as the run
+// user, so a workload cannot redirect the write with a planted symlink.
+struct WorkFile {
+  std::string path;  // relative to the work dir, e.g. "conf/index.html"; no ".."
+  std::string content;
+  friend bool operator==(const WorkFile&, const WorkFile&) = default;
+};
+
 struct ContainerSpec {
   std::string id;                 // "alice/fmnist/worker-0": names the cgroup and the logs
   std::string shim_dir;           // root-owned: spec, pid file, exit status, logs
@@ -37,6 +45,9 @@ struct ContainerSpec {
   std::string image;
   std::vector<std::string> bind_paths;
   std::vector<int> gpus;
+  std::vector<WorkFile> files;
+  // A TARBALL artifact (local path): unpacked into <work_dir>/lib at the first start.
+  std::string tarball;
 };
 
 // How a container ended, as the shim recorded it in exit.json.

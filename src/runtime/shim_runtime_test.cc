@@ -228,6 +228,49 @@ TEST_F(ShimRuntimeTest, MissingProgramIsAnExitNotAHang) {
   ExpectNothingLeft(spec);
 }
 
+TEST_F(ShimRuntimeTest, WritesConfigFilesAndUnpacksTheTarballAsTheRunUser) {
+  // A tarball with lib/bin/hello.sh, made with tar itself.
+  std::string src = dir_ + "/src";
+  ASSERT_EQ(std::system(("mkdir -p " + src +
+                         "/bin && printf '#!/bin/sh\necho hello from "
+                         "tarball\n' > " +
+                         src + "/bin/hello.sh && chmod 755 " + src + "/bin/hello.sh && tar -czf " +
+                         dir_ + "/app.tar.gz -C " + src + " .")
+                            .c_str()),
+            0);
+  ContainerSpec spec = Spec(
+      "cat conf/index.html; echo; stat -c '%u %a' conf/index.html; "
+      "lib/bin/hello.sh");
+  spec.files = {{"conf/index.html", "Hello from c-0!"}};
+  spec.tarball = dir_ + "/app.tar.gz";
+  ContainerState st = RunToEnd(spec);
+  ASSERT_EQ(st.phase, ContainerState::Phase::kExited);
+  EXPECT_EQ(st.exit.exit_code, 0) << ReadAll(spec.shim_dir + "/stderr.log");
+  EXPECT_EQ(ReadAll(spec.shim_dir + "/stdout.log"),
+            "Hello from c-0!\n65534 644\nhello from tarball\n");
+  ExpectNothingLeft(spec);
+}
+
+TEST_F(ShimRuntimeTest, APlantedSymlinkIsNotFollowed) {
+  std::string secret = dir_ + "/secret";
+  std::ofstream(secret) << "root's\n";
+  ContainerSpec spec = Spec("true");
+  ::mkdir(spec.work_dir.c_str(), 0755);
+  ::mkdir((spec.work_dir + "/conf").c_str(), 0755);
+  // The workload (uid 65534) owns its conf/ and planted a link to a file of root's there.
+  ASSERT_EQ(::chown((spec.work_dir + "/conf").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(::symlink(secret.c_str(), (spec.work_dir + "/conf/x.txt").c_str()), 0);
+  spec.files = {{"conf/x.txt", "overwritten"}};
+  auto st = runtime_.Start(spec);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.status().message().find("conf/x.txt: Too many levels of symbolic links"),
+            std::string::npos)
+      << st.status().message();
+  EXPECT_EQ(ReadAll(secret), "root's\n");
+  spec.files = {{"../escape.txt", "x"}};
+  EXPECT_FALSE(runtime_.Start(spec).ok());
+}
+
 TEST_F(ShimRuntimeTest, BadShimBinaryIsAClearError) {
   ShimRuntime broken({"/no/such/tarn-shim"});
   auto st = broken.Start(Spec("true"));
