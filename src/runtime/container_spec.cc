@@ -22,6 +22,7 @@ nlohmann::json ToJson(const ContainerSpec& s) {
       {"run_uid", s.run_uid},
       {"run_gid", s.run_gid},
       {"isolate", s.isolate},
+      {"user_namespace", s.user_namespace},
       {"cgroup", s.cgroup},
       {"limits",
        {{"memory_mib", s.limits.memory_mib},
@@ -59,6 +60,7 @@ StatusOr<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& j) {
     s.run_uid = j.at("run_uid").get<uid_t>();
     s.run_gid = j.at("run_gid").get<gid_t>();
     s.isolate = j.at("isolate").get<bool>();
+    s.user_namespace = j.value("user_namespace", false);
     s.cgroup = j.at("cgroup").get<std::string>();
     const auto& l = j.at("limits");
     s.limits.memory_mib = l.at("memory_mib").get<int64_t>();

@@ -35,6 +35,9 @@ struct ContainerSpec {
   // Namespaces (PID, mount, UTS, IPC) and a cgroup. false: a plain process group (tarn not
   // running as root), which the runtime reports as a warning.
   bool isolate = true;
+  // Without root: namespaces through a user namespace that maps only the caller's own uid
+  // and gid (as rootless containers do); no cgroup limits. Set by the runtime.
+  bool user_namespace = false;
   std::string cgroup;  // relative cgroup name, e.g. "tarn/alice/fmnist/worker-0"
   CgroupLimits limits;
   int64_t log_max_bytes = 10 << 20;  // per file, then rotated

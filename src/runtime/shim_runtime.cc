@@ -109,15 +109,39 @@ ShimRuntime::ShimRuntime(Options options) : options_(std::move(options)) {
   if (options_.reap_shims) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
 }
 
+namespace {
+
+// Whether this kernel lets an unprivileged process create a user namespace.
+bool UserNamespacesAllowed() {
+  auto max = ReadFileToString("/proc/sys/user/max_user_namespaces", 64);
+  if (max.ok() && std::atoi(max->c_str()) == 0) return false;
+  auto debian = ReadFileToString("/proc/sys/kernel/unprivileged_userns_clone", 64);
+  if (debian.ok() && std::atoi(debian->c_str()) == 0) return false;
+  return true;
+}
+
+}  // namespace
+
 std::string ShimRuntime::Warning() const {
   if (::geteuid() == 0) return "";
-  return "tarn is not running as root: containers run as plain process groups, without "
-         "namespaces or cgroup limits";
+  if (UserNamespacesAllowed()) {
+    return "tarn is not running as root: containers get their own namespaces through a user "
+           "namespace, but no cgroup limits (memory, CPU, pids) and always run as tarn's "
+           "own user";
+  }
+  return "tarn is not running as root and this kernel does not allow unprivileged user "
+         "namespaces: containers run as plain process groups, without namespaces or cgroup "
+         "limits";
 }
 
 StatusOr<ContainerState> ShimRuntime::Start(const ContainerSpec& in) {
   ContainerSpec spec = in;
-  if (::geteuid() != 0) spec.isolate = false;
+  if (::geteuid() != 0) {
+    spec.isolate = false;
+    spec.user_namespace = UserNamespacesAllowed();
+    spec.run_uid = ::geteuid();
+    spec.run_gid = ::getegid();
+  }
   RETURN_IF_ERROR(MakeDir(spec.shim_dir, 0700));
   RETURN_IF_ERROR(MakeDir(spec.work_dir, 0750));
   if (::geteuid() == 0 && ::chown(spec.work_dir.c_str(), spec.run_uid, spec.run_gid) != 0) {

@@ -5,9 +5,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -269,6 +271,35 @@ TEST_F(ShimRuntimeTest, APlantedSymlinkIsNotFollowed) {
   EXPECT_EQ(ReadAll(secret), "root's\n");
   spec.files = {{"../escape.txt", "x"}};
   EXPECT_FALSE(runtime_.Start(spec).ok());
+}
+
+TEST_F(ShimRuntimeTest, WithoutRootAUserNamespaceStillIsolates) {
+  // The test runs as root; a child becomes nobody and uses the runtime from there.
+  std::string base = dir_ + "/rootless";
+  ASSERT_EQ(::mkdir(base.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(base.c_str(), 65534, 65534), 0);
+  ContainerSpec spec = Spec("echo pid=$$ host=$(hostname) uid=$(id -u)");
+  spec.shim_dir = base + "/shim";
+  spec.work_dir = base + "/work";
+  pid_t child = ::fork();
+  if (child == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(10);
+    ShimRuntime rootless({TARN_SHIM_BINARY});
+    if (rootless.Warning().find("through a user namespace") == std::string::npos) _exit(11);
+    auto st = rootless.Start(spec);
+    if (!st.ok()) {
+      std::ofstream(base + "/why") << st.status().ToString();
+      _exit(12);
+    }
+    auto done = rootless.Wait(spec.shim_dir, 20s);
+    _exit(done.ok() && done->phase == ContainerState::Phase::kExited ? done->exit.exit_code : 13);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0) << ReadAll(base + "/why");
+  EXPECT_EQ(ReadAll(spec.shim_dir + "/stdout.log"), "pid=2 host=c-0.test.alice.tarn uid=65534\n");
+  EXPECT_FALSE(ProcessWithToken(token_));
 }
 
 TEST_F(ShimRuntimeTest, BadShimBinaryIsAClearError) {

@@ -103,7 +103,7 @@ std::string StartTime(pid_t pid) {
   char go = 0;
   if (::read(go_fd, &go, 1) != 1 || go != 'g') ::_exit(120);  // the shim gave up
   ::close(go_fd);
-  if (spec.isolate) {
+  if (spec.isolate || spec.user_namespace) {
     auto fail = [](const char* what) {
       WriteAll(2, std::string("tarn-shim init: ") + what + ": " + std::strerror(errno) + "\n");
       ::_exit(121);
@@ -326,6 +326,30 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
     if (::unshare(CLONE_NEWPID) != 0) {
       report(std::string("error unshare(CLONE_NEWPID): ") + std::strerror(errno));
       cgroups->Remove(spec.cgroup).ok();
+      _exit(1);
+    }
+  } else if (spec.user_namespace) {
+    // Rootless: a user namespace mapping our own uid and gid to themselves gives us the
+    // capabilities to create the other namespaces; the workload keeps its uid and, since it
+    // is not 0 inside, loses those capabilities at exec.
+    uid_t uid = ::geteuid();
+    gid_t gid = ::getegid();
+    if (::unshare(CLONE_NEWUSER) != 0) {
+      report(std::string("error unshare(CLONE_NEWUSER): ") + std::strerror(errno));
+      _exit(1);
+    }
+    auto write_map = [](const std::string& file, const std::string& line) {
+      int fd = ::open(file.c_str(), O_WRONLY | O_CLOEXEC);
+      bool ok =
+          fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+      if (fd >= 0) ::close(fd);
+      return ok;
+    };
+    if (!write_map("/proc/self/setgroups", "deny") ||
+        !write_map("/proc/self/uid_map", std::to_string(uid) + " " + std::to_string(uid) + " 1") ||
+        !write_map("/proc/self/gid_map", std::to_string(gid) + " " + std::to_string(gid) + " 1") ||
+        ::unshare(CLONE_NEWPID) != 0) {
+      report(std::string("error setting up the user namespace: ") + std::strerror(errno));
       _exit(1);
     }
   }
