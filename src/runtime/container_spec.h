@@ -44,7 +44,8 @@ struct ContainerSpec {
   int log_keep = 3;                  // rotated files kept besides the current one
   int64_t stop_grace_ms = 10000;     // SIGTERM, then SIGKILL after this long
   // DOCKER artifacts only (DockerRuntime): the image, the host paths bind-mounted at the
-  // same place inside (the work dir, the shared dir), and the GPU indices for --gpus.
+  // same place inside (the work dir, the shared dir) or "host:container", and the GPU
+  // indices for --gpus.
   std::string image;
   std::vector<std::string> bind_paths;
   std::vector<int> gpus;

@@ -76,7 +76,10 @@ std::vector<std::string> DockerRuntime::RunArgs(const std::string& engine, const
     for (size_t i = 0; i < s.gpus.size(); ++i) list += (i ? "," : "") + std::to_string(s.gpus[i]);
     a.insert(a.end(), {"--gpus", "\"device=" + list + "\""});
   }
-  for (const std::string& p : s.bind_paths) a.insert(a.end(), {"--volume", p + ":" + p});
+  // "path" is mounted at the same place inside; "host:container" where they differ.
+  for (const std::string& p : s.bind_paths) {
+    a.insert(a.end(), {"--volume", p.find(':') == std::string::npos ? p + ":" + p : p});
+  }
   for (const std::string& e : s.env) a.insert(a.end(), {"--env", e});
   a.push_back(s.image);
   a.insert(a.end(), s.argv.begin(), s.argv.end());

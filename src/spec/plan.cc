@@ -69,6 +69,28 @@ std::string TfConfigJson(const Assembly& a, const Component& component, int64_t 
   return config.dump();
 }
 
+std::vector<std::pair<std::string, std::string>> InstanceEnv(const Assembly& a, const Component& c,
+                                                             int64_t i, const std::string& user,
+                                                             const std::string& domain,
+                                                             const Variables& vars) {
+  std::map<std::string, std::string> env;
+  for (const auto& [k, v] : c.configuration.env) env[k] = Substitute(v, vars).text;
+  std::string instance = InstanceName(c.name, i);
+  env["TARN_ASSEMBLY"] = a.name;
+  env["TARN_USER"] = user;
+  env["TARN_DOMAIN"] = domain;
+  env["TARN_COMPONENT"] = c.name;
+  env["TARN_INSTANCE"] = instance;
+  env["TARN_INDEX"] = std::to_string(i);
+  env["TARN_HOSTNAME"] = InstanceHostname(instance, a.name, user, domain);
+  env["TARN_VCORES"] = std::to_string(c.resource.cpus.value_or(0));
+  env["TARN_MEMORY_MB"] = std::to_string(c.resource.memory_mib.value_or(0));
+  for (const NamedPort& p : c.ports) env["TARN_PORT_" + Upper(p.name)] = std::to_string(p.port);
+  std::string tf = TfConfigJson(a, c, i, user, domain);
+  if (!tf.empty()) env["TF_CONFIG"] = tf;
+  return {env.begin(), env.end()};
+}
+
 Plan MakePlan(const Assembly& a, const std::string& user, const std::string& domain) {
   Plan plan;
   plan.waves = StartWaves(a);
@@ -90,22 +112,7 @@ Plan MakePlan(const Assembly& a, const std::string& user, const std::string& dom
         inst.name = InstanceName(c.name, i);
         inst.hostname = InstanceHostname(inst.name, a.name, user, domain);
         inst.command = Substitute(c.launch_command, vars).text;
-        std::map<std::string, std::string> env;
-        for (const auto& [k, v] : c.configuration.env) env[k] = Substitute(v, vars).text;
-        env["TARN_ASSEMBLY"] = a.name;
-        env["TARN_USER"] = user;
-        env["TARN_DOMAIN"] = domain;
-        env["TARN_COMPONENT"] = c.name;
-        env["TARN_INSTANCE"] = inst.name;
-        env["TARN_INDEX"] = std::to_string(i);
-        env["TARN_HOSTNAME"] = inst.hostname;
-        env["TARN_VCORES"] = std::to_string(c.resource.cpus.value_or(0));
-        env["TARN_MEMORY_MB"] = std::to_string(c.resource.memory_mib.value_or(0));
-        for (const NamedPort& p : c.ports)
-          env["TARN_PORT_" + Upper(p.name)] = std::to_string(p.port);
-        std::string tf = TfConfigJson(a, c, i, user, domain);
-        if (!tf.empty()) env["TF_CONFIG"] = tf;
-        inst.env.assign(env.begin(), env.end());
+        inst.env = InstanceEnv(a, c, i, user, domain, vars);
         inst.env_at_launch = {"TARN_IP", "TARN_SHARED_DIR", "TARN_CONTAINER_ID"};
         if (c.resource.gpus.value_or(0) > 0) {
           inst.env_at_launch.push_back("CUDA_VISIBLE_DEVICES");

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "spec/assembly.h"
+#include "spec/substitution.h"
 
 namespace tarn::spec {
 
@@ -35,6 +36,16 @@ struct Plan {
   std::vector<std::string> gang;
   std::vector<InstancePlan> instances;  // by wave, then component, then index
 };
+
+// The environment tarn gives instance `index` of `component` before placement: the
+// component's env after substitution with `vars`, TARN_ASSEMBLY, TARN_USER, TARN_DOMAIN,
+// TARN_COMPONENT, TARN_INSTANCE, TARN_INDEX, TARN_HOSTNAME, TARN_VCORES, TARN_MEMORY_MB,
+// TARN_PORT_<NAME> and TF_CONFIG; sorted by name.
+std::vector<std::pair<std::string, std::string>> InstanceEnv(const Assembly& assembly,
+                                                             const Component& component,
+                                                             int64_t index, const std::string& user,
+                                                             const std::string& domain,
+                                                             const Variables& vars);
 
 // REQUIRES: `assembly` came out of ParseAssembly without errors.
 Plan MakePlan(const Assembly& assembly, const std::string& user, const std::string& domain);

@@ -1,0 +1,96 @@
+#include "backend/local_container.h"
+
+#include "spec/config_render.h"
+#include "spec/plan.h"
+#include "spec/substitution.h"
+
+namespace tarn::backend {
+
+std::string WorkDir(const LaunchContext& c, const std::string& assembly,
+                    const std::string& instance) {
+  return c.state_dir + "/containers/" + c.user + "/" + assembly + "/" + instance;
+}
+
+std::string ShimDir(const LaunchContext& c, const std::string& assembly,
+                    const std::string& instance) {
+  return c.state_dir + "/shims/" + c.user + "/" + assembly + "/" + instance;
+}
+
+std::string SharedDir(const LaunchContext& c, const std::string& assembly) {
+  return c.state_dir + "/shared/" + c.user + "/" + assembly;
+}
+
+std::string ContainerHostname(const std::string& fqdn, const std::string& instance) {
+  return fqdn.size() <= 64 ? fqdn : instance;
+}
+
+StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& a,
+                                                    const spec::Component& c, int64_t index,
+                                                    const std::vector<int>& gpus,
+                                                    const LaunchContext& ctx) {
+  const std::string instance = spec::InstanceName(c.name, index);
+  const std::string fqdn = spec::InstanceHostname(instance, a.name, ctx.user, ctx.domain);
+  const std::string shared = SharedDir(ctx, a.name);
+  spec::Variables vars = spec::InstanceVariables(spec::AssemblyVariables(a, ctx.user, ctx.domain),
+                                                 a, c, index, ctx.user, ctx.domain);
+  vars.Set("CONTAINER_ID", ctx.container_id);
+  vars.Set("SERVICE_HDFS_DIR", shared);
+
+  runtime::ContainerSpec s;
+  s.id = ctx.user + "/" + a.name + "/" + instance;
+  s.shim_dir = ShimDir(ctx, a.name, instance);
+  s.work_dir = WorkDir(ctx, a.name, instance);
+  s.hostname = ContainerHostname(fqdn, instance);
+  s.run_uid = ctx.run_as.account.uid;
+  s.run_gid = ctx.run_as.account.gid;
+  s.cgroup = "tarn/" + ctx.user + "/" + a.name + "/" + instance;
+  s.limits.memory_mib = c.resource.memory_mib.value_or(0);
+  s.limits.vcores = c.resource.cpus.value_or(0);
+  s.limits.pids_max = ctx.pids_max;
+  s.limits.restrict_devices = ctx.restrict_devices;
+  s.limits.gpu_minors = gpus;  // NVIDIA device minors follow the indices nvidia-smi reports
+  s.gpus = gpus;
+  s.stop_grace_ms = ctx.stop_grace_ms;
+
+  std::string command = spec::Substitute(c.launch_command, vars).text;
+  const bool docker = c.artifact && c.artifact->type == spec::ArtifactType::kDocker;
+  if (!command.empty()) s.argv = {"/bin/sh", "-c", command};
+  if (docker) {
+    s.image = c.artifact->id;
+    s.bind_paths = {s.work_dir, shared};
+  } else if (c.artifact && c.artifact->type == spec::ArtifactType::kTarball) {
+    s.tarball = c.artifact->id;
+  }
+
+  // The environment: the plan's (the assembly's env after substitution, TARN_*, TF_CONFIG)
+  // plus what exists only now that the instance is placed.
+  std::vector<std::pair<std::string, std::string>> env =
+      spec::InstanceEnv(a, c, index, ctx.user, ctx.domain, vars);
+  auto add = [&](const std::string& k, const std::string& v) { env.emplace_back(k, v); };
+  add("TARN_IP", ctx.ip);
+  add("TARN_SHARED_DIR", shared);
+  add("TARN_CONTAINER_ID", ctx.container_id);
+  std::string gpu_list;
+  for (size_t i = 0; i < gpus.size(); ++i) gpu_list += (i ? "," : "") + std::to_string(gpus[i]);
+  // No GPUs placed: hide any the machine has (CUDA) and ask the NVIDIA runtime for none.
+  add("CUDA_VISIBLE_DEVICES", gpu_list);
+  add("NVIDIA_VISIBLE_DEVICES", gpus.empty() ? "void" : gpu_list);
+  add("PATH", ctx.bin_dir.empty() ? ctx.system_path : ctx.bin_dir + ":" + ctx.system_path);
+  add("HOME", s.work_dir);
+  for (const auto& [k, v] : env) s.env.push_back(k + "=" + v);
+
+  for (const spec::ConfigFile& f : c.configuration.files) {
+    ASSIGN_OR_RETURN(std::string content, spec::RenderConfigFile(f, vars));
+    if (!f.dest_file.empty() && f.dest_file[0] == '/') {
+      // Inside an image: written under conf/ and mounted at its place.
+      std::string rel = "conf/abs" + f.dest_file;
+      s.files.push_back({rel, std::move(content)});
+      s.bind_paths.push_back(s.work_dir + "/" + rel + ":" + f.dest_file);
+    } else {
+      s.files.push_back({"conf/" + f.dest_file, std::move(content)});
+    }
+  }
+  return s;
+}
+
+}  // namespace tarn::backend

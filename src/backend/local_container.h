@@ -1,0 +1,48 @@
+// From an assembly's instance and its placement to the ContainerSpec the local runtime starts:
+// paths, hostname, command, environment (TF_CONFIG, TARN_*, GPUs), limits, config files
+// rendered from the spec, the artifact. This is where the assembly model meets the runtime,
+// which knows nothing of specs. Pure; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/container_spec.h"
+#include "runtime/run_as.h"
+#include "spec/assembly.h"
+
+namespace tarn::backend {
+
+struct LaunchContext {
+  std::string state_dir;  // the server's --state-dir
+  std::string user;       // the owner, as a DNS label
+  std::string domain = "tarn";
+  std::string bin_dir;       // where tarn's own binaries are: first on the instance's PATH
+  std::string ip;            // TARN_IP: the address the instance binds
+  std::string container_id;  // TARN_CONTAINER_ID / ${CONTAINER_ID}, new for every start
+  runtime::RunAs run_as;
+  bool restrict_devices = false;  // the node has real NVIDIA GPUs: confine each container
+  int64_t pids_max = 4096;
+  int64_t stop_grace_ms = 10000;
+  std::string system_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+};
+
+// <state>/containers/<user>/<assembly>/<instance>, <state>/shims/..., <state>/shared/...
+std::string WorkDir(const LaunchContext& c, const std::string& assembly,
+                    const std::string& instance);
+std::string ShimDir(const LaunchContext& c, const std::string& assembly,
+                    const std::string& instance);
+std::string SharedDir(const LaunchContext& c, const std::string& assembly);
+
+// The UTS name: the instance's DNS name when it fits the kernel's 64 bytes, else its short
+// name (worker-0).
+std::string ContainerHostname(const std::string& fqdn, const std::string& instance);
+
+StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& assembly,
+                                                    const spec::Component& component, int64_t index,
+                                                    const std::vector<int>& gpus,
+                                                    const LaunchContext& context);
+
+}  // namespace tarn::backend
