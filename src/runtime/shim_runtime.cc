@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/file.h"
+#include "common/proc_stat.h"
 
 namespace tarn::runtime {
 namespace {
@@ -55,31 +56,12 @@ std::optional<ShimPid> ReadShimPid(const std::string& shim_dir) {
   return s;
 }
 
-std::string StartTimeOf(pid_t pid) {
-  auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat", 1 << 16);
-  if (!stat.ok()) return "";
-  size_t pos = stat->rfind(')');
-  if (pos == std::string::npos) return "";
-  pos += 2;
-  for (int field = 3; field < 22 && pos != std::string::npos; ++field) {
-    pos = stat->find(' ', pos);
-    if (pos != std::string::npos) ++pos;
-  }
-  if (pos == std::string::npos) return "";
-  return stat->substr(pos, stat->find(' ', pos) - pos);
-}
-
 // The shim is alive when its pid runs with the start time it recorded (not a reused pid)
 // and is not a zombie waiting for whoever inherited it to reap it.
 bool ShimAlive(const ShimPid& s) {
-  if (::kill(s.pid, 0) != 0 && errno == ESRCH) return false;
-  auto stat = ReadFileToString("/proc/" + std::to_string(s.pid) + "/stat", 1 << 16);
-  if (!stat.ok()) return false;
-  size_t paren = stat->rfind(')');
-  if (paren == std::string::npos || paren + 2 >= stat->size()) return false;
-  char state = (*stat)[paren + 2];
-  if (state == 'Z' || state == 'X') return false;
-  return StartTimeOf(s.pid) == s.start_time;
+  auto stat = ReadProcStat(s.pid);
+  if (!stat || stat->state == 'Z' || stat->state == 'X') return false;
+  return stat->start_time == s.start_time;
 }
 
 Status RemoveTree(const std::string& path) {
@@ -242,7 +224,8 @@ StatusOr<ContainerState> ShimRuntime::Wait(const std::string& shim_dir,
     return InternalError(std::string("pidfd_open: ") + std::strerror(errno));
   }
   // Re-check: the pid might have been reused between State() and pidfd_open().
-  if (StartTimeOf(st.shim_pid) != ReadShimPid(shim_dir).value_or(ShimPid{}).start_time) {
+  if (ReadProcStat(st.shim_pid).value_or(ProcStat{}).start_time !=
+      ReadShimPid(shim_dir).value_or(ShimPid{}).start_time) {
     ::close(pidfd);
     return State(shim_dir);
   }

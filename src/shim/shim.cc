@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "common/file.h"
+#include "common/proc_stat.h"
 #include "common/subprocess.h"
 #include "runtime/cgroups.h"
 #include "runtime/container_spec.h"
@@ -45,21 +46,6 @@ int64_t NowMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// Field 22 of /proc/<pid>/stat: the start time, which tells a live pid from a reused one.
-std::string StartTime(pid_t pid) {
-  auto stat = ReadFileToString("/proc/" + std::to_string(pid) + "/stat", 1 << 16);
-  if (!stat.ok()) return "";
-  size_t paren = stat->rfind(')');
-  if (paren == std::string::npos) return "";
-  size_t pos = paren + 2;  // the state field
-  for (int field = 3; field < 22 && pos != std::string::npos; ++field) {
-    pos = stat->find(' ', pos);
-    if (pos != std::string::npos) ++pos;
-  }
-  if (pos == std::string::npos) return "";
-  return stat->substr(pos, stat->find(' ', pos) - pos);
 }
 
 // The workload: becomes its own process group, takes the log pipes, drops to the run user
@@ -292,7 +278,9 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
   pid_t self = ::getpid();
   // Not fsync'ed: after a machine crash there is no shim to find anyway.
   if (Status s = runtime::WriteFileAtomically(
-          shim_dir + "/shim.pid", std::to_string(self) + " " + StartTime(self) + "\n", false);
+          shim_dir + "/shim.pid",
+          std::to_string(self) + " " + ReadProcStat(self).value_or(ProcStat{}).start_time + "\n",
+          false);
       !s.ok()) {
     report("error " + s.message());
     _exit(1);
