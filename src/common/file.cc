@@ -49,4 +49,20 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
   return out;
 }
 
+Status MakeDirectories(const std::string& path, mode_t mode) {
+  if (path.empty()) return InvalidArgumentError("MakeDirectories: empty path");
+  for (size_t at = 1;; ++at) {
+    at = path.find('/', at);
+    std::string dir = path.substr(0, at);
+    if (::mkdir(dir.c_str(), at == std::string::npos ? mode : 0755) != 0 && errno != EEXIST) {
+      return InternalError(dir + ": cannot create: " + std::strerror(errno));
+    }
+    if (at == std::string::npos) break;
+  }
+  if (::chmod(path.c_str(), mode) != 0) {
+    return InternalError(path + ": chmod: " + std::strerror(errno));
+  }
+  return OkStatus();
+}
+
 }  // namespace tarn

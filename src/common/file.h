@@ -1,6 +1,8 @@
 // Small whole-file helpers. Thread-safe (no shared state).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
 
@@ -11,5 +13,9 @@ namespace tarn {
 // Reads a regular file whole. Errors name the path and the reason (errno text); a file
 // larger than `max_bytes` is refused rather than read.
 StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes = 64u << 20);
+
+// mkdir -p: creates `path` and any missing parents (0755), the last one with `mode`
+// (applied even when it already existed). Errors name the directory that failed.
+Status MakeDirectories(const std::string& path, mode_t mode = 0755);
 
 }  // namespace tarn

@@ -33,22 +33,12 @@ bool PathExists(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0;
 }
 
-// mkdir -p below an existing `base`.
+// mkdir -p of a relative group name below an existing `base`.
 Status MakeDirs(const std::string& base, const std::string& name) {
-  std::string path = base;
-  size_t start = 0;
-  while (start < name.size()) {
-    size_t slash = name.find('/', start);
-    std::string part = name.substr(start, slash == std::string::npos ? name.npos : slash - start);
-    start = slash == std::string::npos ? name.size() : slash + 1;
-    if (part.empty()) continue;
-    if (part == "." || part == "..") return InvalidArgumentError("bad cgroup name " + name);
-    path += "/" + part;
-    if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
-      return InternalError(path + ": cannot create cgroup: " + std::strerror(errno));
-    }
+  if (name.empty() || name[0] == '/' || name.find("..") != std::string::npos) {
+    return InvalidArgumentError("bad cgroup name " + name);
   }
-  return OkStatus();
+  return MakeDirectories(base + "/" + name);
 }
 
 int64_t ParseKeyed(const std::string& text, const std::string& key) {

@@ -94,16 +94,8 @@ StatusOr<std::string> DockerRuntime::ContainerId(const std::string& shim_dir) co
 
 StatusOr<ContainerState> DockerRuntime::Start(const ContainerSpec& spec) {
   if (spec.image.empty()) return InvalidArgumentError(spec.id + ": no image to run");
-  for (const std::string& dir : {spec.shim_dir, spec.work_dir}) {
-    std::string partial;
-    for (size_t at = 1; at != std::string::npos;) {
-      at = dir.find('/', at + 1);
-      partial = dir.substr(0, at);
-      if (::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-        return InternalError(partial + ": cannot create: " + std::strerror(errno));
-      }
-    }
-  }
+  RETURN_IF_ERROR(MakeDirectories(spec.shim_dir, 0700));
+  RETURN_IF_ERROR(MakeDirectories(spec.work_dir, 0750));
   if (::geteuid() == 0) ::chown(spec.work_dir.c_str(), spec.run_uid, spec.run_gid);
   RETURN_IF_ERROR(WriteFileAtomically(spec.shim_dir + "/spec.json", ToJson(spec).dump(2)));
   ASSIGN_OR_RETURN(CommandResult r, RunCommand(RunArgs(engine_, spec), options_.command_timeout));

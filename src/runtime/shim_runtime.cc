@@ -20,23 +20,6 @@
 namespace tarn::runtime {
 namespace {
 
-Status MakeDir(const std::string& path, mode_t mode) {
-  std::string partial;
-  size_t start = 1;
-  while (true) {
-    size_t slash = path.find('/', start);
-    partial = path.substr(0, slash);
-    if (::mkdir(partial.c_str(), slash == std::string::npos ? mode : 0755) != 0 &&
-        errno != EEXIST) {
-      return InternalError(partial + ": cannot create: " + std::strerror(errno));
-    }
-    if (slash == std::string::npos) break;
-    start = slash + 1;
-  }
-  ::chmod(path.c_str(), mode);
-  return OkStatus();
-}
-
 struct ShimPid {
   pid_t pid = 0;
   std::string start_time;
@@ -124,8 +107,8 @@ StatusOr<ContainerState> ShimRuntime::Start(const ContainerSpec& in) {
     spec.run_uid = ::geteuid();
     spec.run_gid = ::getegid();
   }
-  RETURN_IF_ERROR(MakeDir(spec.shim_dir, 0700));
-  RETURN_IF_ERROR(MakeDir(spec.work_dir, 0750));
+  RETURN_IF_ERROR(MakeDirectories(spec.shim_dir, 0700));
+  RETURN_IF_ERROR(MakeDirectories(spec.work_dir, 0750));
   if (::geteuid() == 0 && ::chown(spec.work_dir.c_str(), spec.run_uid, spec.run_gid) != 0) {
     return InternalError(spec.work_dir + ": chown: " + std::strerror(errno));
   }

@@ -176,12 +176,8 @@ std::string PrepareWorkDir(const ContainerSpec& spec) {
     for (const runtime::WorkFile& f : spec.files) {
       if (!SafeRelative(f.path)) fail("refusing to write " + f.path + " outside the work dir");
       std::string full = spec.work_dir + "/" + f.path;
-      for (size_t at = spec.work_dir.size() + 1; (at = full.find('/', at)) != std::string::npos;
-           ++at) {
-        std::string dir = full.substr(0, at);
-        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
-          fail(dir + ": " + std::strerror(errno));
-        }
+      if (Status made = MakeDirectories(full.substr(0, full.rfind('/'))); !made.ok()) {
+        fail(made.message());
       }
       int fd = ::open(full.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
       if (fd < 0) fail(full + ": " + std::strerror(errno));
