@@ -1,5 +1,7 @@
 #include "backend/local_container.h"
 
+#include <algorithm>
+
 #include "spec/config_render.h"
 #include "spec/plan.h"
 #include "spec/substitution.h"
@@ -75,8 +77,14 @@ StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& a,
   // No GPUs placed: hide any the machine has (CUDA) and ask the NVIDIA runtime for none.
   add("CUDA_VISIBLE_DEVICES", gpu_list);
   add("NVIDIA_VISIBLE_DEVICES", gpus.empty() ? "void" : gpu_list);
-  add("PATH", ctx.bin_dir.empty() ? ctx.system_path : ctx.bin_dir + ":" + ctx.system_path);
-  add("HOME", s.work_dir);
+  // PATH and HOME are defaults: an assembly that sets its own keeps it.
+  auto has = [&](const std::string& k) {
+    return std::any_of(env.begin(), env.end(), [&](const auto& e) { return e.first == k; });
+  };
+  if (!has("PATH")) {
+    add("PATH", ctx.bin_dir.empty() ? ctx.system_path : ctx.bin_dir + ":" + ctx.system_path);
+  }
+  if (!has("HOME")) add("HOME", s.work_dir);
   for (const auto& [k, v] : env) s.env.push_back(k + "=" + v);
 
   for (const spec::ConfigFile& f : c.configuration.files) {

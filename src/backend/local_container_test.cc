@@ -100,6 +100,22 @@ TEST(BuildContainerSpec, TrainingWorkerGetsItsGpusAndTfConfig) {
   EXPECT_EQ(s->limits.memory_mib, 2048);
 }
 
+TEST(BuildContainerSpec, AnAssemblysOwnPathWins) {
+  auto parsed = spec::ParseAssembly(R"({"name": "p", "version": "1", "components": [{
+      "name": "c", "number_of_containers": 1, "launch_command": "true",
+      "resource": {"cpus": 1, "memory": "64"},
+      "configuration": {"env": {"PATH": "/opt/mine/bin"}}}]})",
+                                    spec::DocumentFormat::kJson, {"alice", "tarn", {}, ""});
+  ASSERT_TRUE(parsed.ok());
+  auto s = BuildContainerSpec(*parsed.assembly, parsed.assembly->components[0], 0, {}, Context());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(std::count_if(s->env.begin(), s->env.end(),
+                          [](const std::string& e) { return e.rfind("PATH=", 0) == 0; }),
+            1);
+  EXPECT_EQ(Env(*s, "PATH"), "/opt/mine/bin");
+  EXPECT_EQ(Env(*s, "HOME"), "/srv/tarn/containers/alice/p/c-0");
+}
+
 TEST(BuildContainerSpec, LongNamesFallBackToTheShortHostname) {
   EXPECT_EQ(ContainerHostname(std::string(64, 'a'), "w-0"), std::string(64, 'a'));
   EXPECT_EQ(ContainerHostname(std::string(65, 'a'), "w-0"), "w-0");
