@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/file.h"
+
 namespace {
 
 const std::string kSource = TARN_SOURCE_DIR;
@@ -23,12 +25,7 @@ struct CommandResult {
   std::string err;
 };
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadAll(const std::string& path) { return tarn::ReadFileToString(path).value_or(""); }
 
 // Runs tarn with `args` in directory `cwd`, with extra environment entries "K=V".
 CommandResult RunTarn(const std::vector<std::string>& args, const std::string& cwd,

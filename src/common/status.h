@@ -119,6 +119,9 @@ class [[nodiscard]] StatusOr {
     CheckOk();
     return std::get<T>(std::move(rep_));
   }
+  // The value, or `fallback` for an error.
+  T value_or(T fallback) const& { return ok() ? std::get<T>(rep_) : std::move(fallback); }
+
   const T& operator*() const& { return value(); }
   T& operator*() & { return value(); }
   const T* operator->() const { return &value(); }

@@ -188,3 +188,16 @@ TEST(StatusMacrosTest, AssignOrReturnToExistingLvalue) {
 
 }  // namespace
 }  // namespace tarn
+
+namespace tarn {
+namespace {
+
+TEST(StatusOrValueOr, ValueOrFallback) {
+  StatusOr<std::string> good(std::string("x"));
+  StatusOr<std::string> bad(NotFoundError("no"));
+  EXPECT_EQ(good.value_or("y"), "x");
+  EXPECT_EQ(bad.value_or("y"), "y");
+}
+
+}  // namespace
+}  // namespace tarn

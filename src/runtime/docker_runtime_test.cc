@@ -10,17 +10,14 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/file.h"
+
 namespace tarn::runtime {
 namespace {
 
 using namespace std::chrono_literals;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadAll(const std::string& path) { return ReadFileToString(path).value_or(""); }
 
 class DockerRuntimeTest : public ::testing::Test {
  protected:

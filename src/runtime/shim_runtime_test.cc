@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/file.h"
 #include "runtime/cgroups.h"
 
 namespace tarn::runtime {
@@ -23,12 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadAll(const std::string& path) { return ReadFileToString(path).value_or(""); }
 
 // True when some process has `token` in its environment.
 bool ProcessWithToken(const std::string& token) {

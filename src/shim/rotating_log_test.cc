@@ -8,15 +8,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/file.h"
+
 namespace tarn::shim {
 namespace {
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+std::string ReadAll(const std::string& path) { return ReadFileToString(path).value_or(""); }
 
 bool Exists(const std::string& path) {
   struct stat st {};
