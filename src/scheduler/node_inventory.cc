@@ -5,10 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cstdio>
 
 #include "common/file.h"
+#include "common/number.h"
 
 namespace tarn::scheduler {
 namespace {
@@ -19,13 +19,6 @@ std::string_view Trim(std::string_view s) {
     s.remove_suffix(1);
   }
   return s;
-}
-
-std::optional<int64_t> ToInt(std::string_view s) {
-  int64_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || p != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
 }
 
 StatusOr<std::string> RunNvidiaSmi(const std::string& command) {
@@ -58,8 +51,8 @@ StatusOr<std::vector<GpuDevice>> ParseNvidiaSmiCsv(std::string_view text) {
       return InvalidArgumentError("nvidia-smi line " + std::to_string(line_no) +
                                   ": expected index, name, memory");
     }
-    auto index = ToInt(Trim(line.substr(0, c1)));
-    auto memory = ToInt(Trim(line.substr(c2 + 1)));
+    auto index = ParseInt64(Trim(line.substr(0, c1)));
+    auto memory = ParseInt64(Trim(line.substr(c2 + 1)));
     if (!index || !memory || *index < 0) {
       return InvalidArgumentError("nvidia-smi line " + std::to_string(line_no) + ": " +
                                   std::string(line));
@@ -90,7 +83,7 @@ std::vector<GpuDevice> ReadProcNvidiaGpus(const std::string& proc_root) {
       if (colon == std::string_view::npos) continue;
       std::string_view key = Trim(line.substr(0, colon)), value = Trim(line.substr(colon + 1));
       if (key == "Model") g.model = value;
-      if (key == "Device Minor") g.index = static_cast<int>(ToInt(value).value_or(-1));
+      if (key == "Device Minor") g.index = static_cast<int>(ParseInt64(value).value_or(-1));
     }
     if (g.index >= 0) gpus.push_back(std::move(g));
   }
@@ -109,7 +102,7 @@ StatusOr<int64_t> ParseMemTotalKib(std::string_view meminfo) {
   if (line.size() < 3 || line.substr(line.size() - 2) != "kB") {
     return InvalidArgumentError("meminfo: MemTotal is not in kB");
   }
-  auto kib = ToInt(Trim(line.substr(0, line.size() - 2)));
+  auto kib = ParseInt64(Trim(line.substr(0, line.size() - 2)));
   if (!kib || *kib <= 0) return InvalidArgumentError("meminfo: unreadable MemTotal");
   return *kib;
 }

@@ -1,10 +1,10 @@
 #include "spec/configuration.h"
 
 #include <array>
-#include <charconv>
 #include <set>
 #include <string_view>
 
+#include "common/number.h"
 #include "spec/data_uri.h"
 #include "spec/object_reader.h"
 
@@ -183,13 +183,6 @@ bool IsReservedEnv(std::string_view s) {
          s.substr(0, 5) == "TARN_";
 }
 
-std::optional<int64_t> ParseInt(const std::string& s) {
-  int64_t v = 0;
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || ptr != s.data() + s.size() || s.empty()) return std::nullopt;
-  return v;
-}
-
 bool IsPortName(std::string_view s) {
   // RFC 6335 service names: 1-15 characters, [a-z0-9-], at least one letter, no leading,
   // trailing or double hyphen. Lowercase only, so the name maps to TARN_PORT_<NAME> and SRV.
@@ -258,7 +251,7 @@ void CheckYarnProperty(const std::string& key, const std::string& value, const s
     if (key != p.name) continue;
     switch (p.kind) {
       case PropKind::kInt: {
-        auto v = ParseInt(value);
+        auto v = ParseInt64(value);
         if (!v || *v < p.min) {
           diags.Error(path, Quote(value) + " must be a whole number >= " + std::to_string(p.min));
         }
@@ -297,7 +290,7 @@ StatusOr<std::vector<NamedPort>> ParsePortList(const std::string& text) {
       return InvalidArgumentError(Quote(item) + " is not name:port (e.g. \"grpc:2222,http:8501\")");
     }
     std::string name = item.substr(0, colon);
-    auto port = ParseInt(item.substr(colon + 1));
+    auto port = ParseInt64(item.substr(colon + 1));
     if (!IsPortName(name)) {
       return InvalidArgumentError(Quote(name) +
                                   " is not a port name (1-15 of a-z, 0-9 and '-', with a letter)");
@@ -370,7 +363,7 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
         diags.Error(path, Quote(value) + " is not a role (use chief, worker, ps or evaluator)");
       }
     } else if (key == "tarn.tf.port") {
-      auto port = ParseInt(value);
+      auto port = ParseInt64(value);
       if (!port || *port < 1 || *port > 65535) {
         diags.Error(path, Quote(value) + " is not a port number from 1 to 65535");
       }
@@ -427,7 +420,7 @@ TarnComponentProperties ReadTarnProperties(const std::map<std::string, std::stri
     if (ports.ok()) out.ports = *ports;
   }
   if (auto it = merged.find("tarn.tf.port"); it != merged.end()) {
-    auto port = ParseInt(it->second);
+    auto port = ParseInt64(it->second);
     if (port && *port >= 1 && *port <= 65535) out.tf_port = static_cast<int>(*port);
   } else if (!out.ports.empty()) {
     out.tf_port = out.ports.front().port;

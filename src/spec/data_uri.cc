@@ -45,8 +45,6 @@ StatusOr<std::string> DecodeDataUri(std::string_view uri) {
   return out;
 }
 
-std::string EncodeDataUri(std::string_view bytes) {
-  return "data:;base64," + Base64Encode(bytes);
-}
+std::string EncodeDataUri(std::string_view bytes) { return "data:;base64," + Base64Encode(bytes); }
 
 }  // namespace tarn::spec

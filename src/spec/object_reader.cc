@@ -1,8 +1,9 @@
 #include "spec/object_reader.h"
 
 #include <algorithm>
-#include <charconv>
 #include <vector>
+
+#include "common/number.h"
 
 namespace tarn::spec {
 
@@ -111,10 +112,7 @@ std::optional<int64_t> ObjectReader::Int(std::string_view key, int64_t min, int6
     uint64_t u = v->get<uint64_t>();
     if (u <= static_cast<uint64_t>(INT64_MAX)) n = static_cast<int64_t>(u);
   } else if (v->is_string()) {
-    const auto& s = v->get_ref<const std::string&>();
-    int64_t parsed = 0;
-    auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), parsed);
-    if (ec == std::errc() && ptr == s.data() + s.size() && !s.empty()) n = parsed;
+    n = ParseInt64(v->get_ref<const std::string&>());
   }
   if (!n) {
     std::string shown = v->is_string() ? Quote(v->get<std::string>()) : TypeName(*v);

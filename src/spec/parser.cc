@@ -1,11 +1,11 @@
 #include "spec/parser.h"
 
 #include <array>
-#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
 #include "common/file.h"
+#include "common/number.h"
 #include "spec/configuration.h"
 #include "spec/memory_size.h"
 #include "spec/object_reader.h"
@@ -269,10 +269,9 @@ class Parser {
     auto need_int = [&](const std::string& key, int64_t min, int64_t max) {
       auto it = check.properties.find(key);
       if (it == check.properties.end()) return;
-      int64_t v = 0;
       const std::string& s = it->second;
-      auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (ec != std::errc() || ptr != s.data() + s.size() || v < min || v > max) {
+      auto v = ParseInt64(s);
+      if (!v || *v < min || *v > max) {
         diags_.Error(ChildPath(props_path, key), Quote(s) + " must be a whole number from " +
                                                      std::to_string(min) + " to " +
                                                      std::to_string(max));
