@@ -1,0 +1,161 @@
+// Manager: the lifecycle of every assembly of every user, as YARN's service application
+// master runs one service: states, dependency order, readiness, restarts with backoff,
+// flex, stop/start/destroy, lifetime, success. One Manager per server, for all users.
+//
+// Event-driven and single-threaded: the server's loop thread calls everything. Inputs are
+// commands (from the API), BackendEvents (container started, exited, probed), and Tick()
+// when the clock reaches NextDeadline(). The Manager never sleeps and never blocks: it asks
+// the Backend to act and hears back through events, so its tests feed events to a fake
+// backend and advance a FakeClock.
+//
+// Durability: every command's effect is committed to the Store before the command returns
+// (so before the API acknowledges it), and an instance's container id and placement are
+// committed before the backend is asked to launch it. After kill -9 the new Manager reads
+// the store and asks the backend to Recover() each instance that had a container: one
+// still running is adopted, never started twice.
+//
+// States are YARN's: service ACCEPTED, STARTED, STABLE, FLEX, STOPPED, SUCCEEDED, FAILED;
+// component FLEXING, STABLE, SUCCEEDED, FAILED (+ STOPPED); instance PENDING (tarn's: not
+// running yet, the diagnostic says what it waits for), RUNNING_BUT_UNREADY, READY, STOPPED,
+// SUCCEEDED, FAILED.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/status.h"
+#include "service/backend.h"
+#include "service/restart_policy.h"
+#include "spec/assembly.h"
+#include "store/store.h"
+
+namespace tarn::service {
+
+// Read-only views, for the API.
+struct InstanceStatus {
+  std::string name;  // worker-0
+  std::string component;
+  int64_t index = 0;
+  std::string state;  // PENDING, RUNNING_BUT_UNREADY, READY, STOPPED, SUCCEEDED, FAILED
+  std::string diagnostics;
+  std::string container_id;  // of the current (or last) start
+  std::string hostname;      // worker-0.fmnist.alice.tarn
+  std::string ip;
+  std::string node;
+  std::vector<int> gpus;
+  int64_t restarts = 0;
+  std::string last_exit;    // how the last run ended, "" before any
+  int64_t launch_time = 0;  // ms since the epoch of the current start; 0 when not started
+};
+
+struct ComponentStatus {
+  std::string name;
+  std::string state;  // FLEXING, STABLE, SUCCEEDED, FAILED, STOPPED
+  std::string diagnostics;
+  int64_t number_of_containers = 0;  // desired
+  int64_t ready = 0;
+  std::vector<InstanceStatus> instances;  // by index
+};
+
+struct AssemblyStatus {
+  std::string user;
+  std::string name;
+  std::string state;  // ACCEPTED, STARTED, STABLE, FLEX, STOPPED, SUCCEEDED, FAILED
+  std::string diagnostics;
+  std::string spec_json;  // the assembly as accepted, with flexes applied
+  std::string queue;
+  int64_t created_ms = 0;
+  int64_t lifetime_remaining_s = -1;  // -1: unlimited
+  std::string shared_dir;
+  std::vector<ComponentStatus> components;  // in the file's order
+};
+
+struct Event {
+  int64_t time_ms = 0;  // wall clock
+  std::string component;
+  std::string instance;
+  std::string type;  // LAUNCH, STARTED, READY, EXITED, RESTART, FAILED, FLEX, STOP, ...
+  std::string message;
+};
+
+class Manager {
+ public:
+  struct Options {
+    const Clock* clock = nullptr;   // required
+    store::Store* store = nullptr;  // required
+    Backend* backend = nullptr;     // required
+    std::string domain = "tarn";
+    Duration probe_interval = std::chrono::seconds(1);  // between readiness probes
+    // How long a stopping instance may take after the backend's own grace period before the
+    // manager gives up waiting for its exit event and forgets it.
+    Duration stop_timeout = std::chrono::seconds(60);
+    size_t events_per_assembly = 1000;  // newest kept
+    // Restart defaults; a component's yarn.service.* properties override them.
+    RestartOptions restart;
+  };
+
+  // Loads every assembly from the store and recovers its instances through the backend.
+  static StatusOr<std::unique_ptr<Manager>> Create(Options options);
+  ~Manager();
+
+  // ---- Commands. Each is durable when it returns OK. ----
+
+  // `spec_json`: the assembly as accepted (parsed and validated by the caller into
+  // `assembly`). AlreadyExists when the user has one of that name.
+  Status Launch(const std::string& user, const spec::Assembly& assembly,
+                const std::string& spec_json);
+  // Stops every instance; the assembly and its spec stay (state STOPPED).
+  Status Stop(const std::string& user, const std::string& name);
+  // Starts a STOPPED (or finished) assembly again.
+  Status Start(const std::string& user, const std::string& name);
+  // Stops everything, then forgets the assembly and deletes its files.
+  Status Destroy(const std::string& user, const std::string& name);
+  // Changes a component's instance count: up fills the lowest free indices, down removes
+  // the highest. Returns the previous count.
+  StatusOr<int64_t> Flex(const std::string& user, const std::string& name,
+                         const std::string& component, int64_t count);
+  // Seconds from now until the assembly is destroyed; -1 for unlimited.
+  Status SetLifetime(const std::string& user, const std::string& name, int64_t seconds);
+
+  // ---- Inputs from the backend and the clock ----
+
+  void Handle(const BackendEvent& event);
+  // Does whatever is due at the clock's Now(): placements, launches, restarts after their
+  // backoff, probes, lifetimes. Call it after every command and event too (cheap).
+  void Tick();
+  // When Tick() next has something to do; nullopt when nothing is scheduled.
+  std::optional<Clock::TimePoint> NextDeadline() const;
+
+  // ---- Views ----
+
+  StatusOr<AssemblyStatus> Get(const std::string& user, const std::string& name) const;
+  // Every assembly of `user` (all users when empty), by user, then name.
+  std::vector<AssemblyStatus> List(const std::string& user) const;
+  StatusOr<std::vector<Event>> Events(const std::string& user, const std::string& name) const;
+  // The instance as the backend knows it (for logs); NotFound if the caller does not own it.
+  StatusOr<InstanceRef> FindInstance(const std::string& user, const std::string& name,
+                                     const std::string& instance) const;
+  // The container id of the instance's current (or last) start; "" when none or unknown.
+  std::string InstanceContainer(const std::string& user, const std::string& name,
+                                const std::string& instance) const;
+  // True while the instance's container runs (or is being started or stopped).
+  bool InstanceRunning(const std::string& user, const std::string& name,
+                       const std::string& instance) const;
+  // True while anything (starting, stopping, destroying) is in flight: for clean shutdown.
+  bool Busy() const;
+  Backend& backend() const;
+
+  struct Impl;
+
+ private:
+  explicit Manager(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tarn::service

@@ -1,0 +1,539 @@
+#include "service/manager.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "spec/parser.h"
+
+namespace tarn::service {
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// A backend that records what it is asked and lets the test answer: placement has a fixed
+// number of slots (one per instance), gangs are all or nothing.
+class FakeBackend final : public Backend {
+ public:
+  int slots = 100;
+  std::vector<std::string> launches;  // keys, in order
+  std::map<std::string, std::string> container_of;
+  std::vector<std::string> stops;
+  std::vector<std::string> recovers;
+  std::vector<std::string> probes;
+  std::vector<std::string> cleanups;
+  std::vector<std::string> destroyed;
+
+  Status RequestPlacement(const spec::Assembly&, const std::vector<InstanceRef>& members,
+                          bool gang) override {
+    if (gang) {
+      pending_.push_back({});
+      for (const auto& m : members) pending_.back().push_back(m.Key());
+    } else {
+      for (const auto& m : members) pending_.push_back({m.Key()});
+    }
+    return OkStatus();
+  }
+  std::vector<std::string> Place() override {
+    std::vector<std::string> out;
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      if (static_cast<int>(it->size()) <= slots - static_cast<int>(placed_.size())) {
+        for (const auto& k : *it) {
+          placed_.insert(k);
+          out.push_back(k);
+        }
+        it = pending_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    return out;
+  }
+  PlacementStatus GetPlacement(const std::string& key) const override {
+    PlacementStatus s;
+    if (placed_.count(key)) {
+      s.phase = PlacementStatus::Phase::kPlaced;
+      s.placement = {"node-a", {}};
+    } else {
+      for (const auto& g : pending_) {
+        if (std::find(g.begin(), g.end(), key) != g.end()) {
+          s.phase = PlacementStatus::Phase::kPending;
+          s.reason = "no free slot";
+        }
+      }
+    }
+    return s;
+  }
+  Status RestorePlacement(const spec::Assembly&, const InstanceRef& ref,
+                          const Placement&) override {
+    placed_.insert(ref.Key());
+    return OkStatus();
+  }
+  void ReleasePlacement(const std::string& key) override {
+    placed_.erase(key);
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      it->erase(std::remove(it->begin(), it->end(), key), it->end());
+      it = it->empty() ? pending_.erase(it) : it + 1;
+    }
+  }
+  void Launch(const spec::Assembly&, const InstanceRef& ref, const Placement&,
+              const std::string& id) override {
+    launches.push_back(ref.Key());
+    container_of[ref.Key()] = id;
+  }
+  void Stop(const InstanceRef& ref, const std::string&) override { stops.push_back(ref.Key()); }
+  void Recover(const spec::Assembly&, const InstanceRef& ref, const std::string& id) override {
+    recovers.push_back(ref.Key());
+    container_of[ref.Key()] = id;
+  }
+  void Probe(const spec::Assembly&, const InstanceRef& ref, const std::string&,
+             const spec::ReadinessCheck&) override {
+    probes.push_back(ref.Key());
+  }
+  void Cleanup(const InstanceRef& ref, bool) override { cleanups.push_back(ref.Key()); }
+  void DestroyAssembly(const std::string& user, const std::string& a) override {
+    destroyed.push_back(user + "/" + a);
+  }
+  std::vector<scheduler::NodeUsage> Nodes() const override { return {}; }
+  std::vector<scheduler::QueueUsage> Queues() const override { return {}; }
+  std::string LogFile(const InstanceRef&, bool) const override { return ""; }
+  std::string SharedDir(const std::string& u, const std::string& a) const override {
+    return "/shared/" + u + "/" + a;
+  }
+  size_t placed() const { return placed_.size(); }
+
+ private:
+  std::vector<std::vector<std::string>> pending_;
+  std::set<std::string> placed_;
+};
+
+class ManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("manager_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    OpenStore();
+    NewManager();
+  }
+  void TearDown() override {
+    manager_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  void OpenStore() {
+    auto s = store::Store::Open((dir_ / "state.db").string());
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    store_ = std::move(*s);
+  }
+  void NewManager() {
+    Manager::Options o;
+    o.clock = &clock_;
+    o.store = store_.get();
+    o.backend = &backend_;
+    auto m = Manager::Create(o);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    manager_ = std::move(*m);
+  }
+  // Simulates kill -9 of the server: a new store handle and a new manager, same backend.
+  void RestartServer() {
+    manager_.reset();
+    store_.reset();
+    OpenStore();
+    NewManager();
+  }
+
+  Status Launch(const json& j, const std::string& user = "alice") {
+    spec::ParseOptions po;
+    po.user = user;
+    spec::ParseResult r = spec::ParseAssemblyJson(j, po);
+    EXPECT_TRUE(r.ok()) << (r.diagnostics.empty()
+                                ? ""
+                                : r.diagnostics[0].path + ": " + r.diagnostics[0].message);
+    if (!r.ok()) return InvalidArgumentError("bad test assembly");
+    return manager_->Launch(user, *r.assembly, j.dump());
+  }
+
+  void Started(const std::string& key) { Event(BackendEvent::Kind::kStarted, key); }
+  void Exited(const std::string& key, int code) {
+    BackendEvent e;
+    e.kind = BackendEvent::Kind::kExited;
+    e.key = key;
+    e.container_id = backend_.container_of[key];
+    e.exit.exit_code = code;
+    e.exit.diagnostics = "exited with code " + std::to_string(code);
+    manager_->Handle(e);
+  }
+  void Probed(const std::string& key, bool ready) {
+    BackendEvent e;
+    e.kind = BackendEvent::Kind::kProbed;
+    e.key = key;
+    e.container_id = backend_.container_of[key];
+    e.ready = ready;
+    e.detail = ready ? "answered 200" : "connection refused";
+    manager_->Handle(e);
+  }
+  void Event(BackendEvent::Kind kind, const std::string& key, const std::string& detail = "") {
+    BackendEvent e;
+    e.kind = kind;
+    e.key = key;
+    e.container_id = backend_.container_of[key];
+    e.ip = "127.0.0.1";
+    e.detail = detail;
+    manager_->Handle(e);
+  }
+  void Advance(Clock::Duration d) {
+    clock_.Advance(d);
+    manager_->Tick();
+  }
+
+  std::string State(const std::string& name, const std::string& user = "alice") {
+    auto s = manager_->Get(user, name);
+    return s.ok() ? s->state : s.status().ToString();
+  }
+  InstanceStatus Instance(const std::string& name, const std::string& instance,
+                          const std::string& user = "alice") {
+    auto s = manager_->Get(user, name);
+    EXPECT_TRUE(s.ok());
+    for (const auto& c : s->components) {
+      for (const auto& i : c.instances) {
+        if (i.name == instance) return i;
+      }
+    }
+    ADD_FAILURE() << "no instance " << instance;
+    return {};
+  }
+
+  static json Training() {
+    return json::parse(R"({
+      "name": "fmnist", "version": "1",
+      "components": [
+        {"name": "ps", "number_of_containers": 2, "launch_command": "sleep 100",
+         "resource": {"cpus": 1, "memory": "256"}},
+        {"name": "worker", "number_of_containers": 2, "launch_command": "sleep 100",
+         "dependencies": ["ps"], "resource": {"cpus": 1, "memory": "256"}}
+      ]})");
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  FakeBackend backend_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<Manager> manager_;
+};
+
+TEST_F(ManagerTest, LaunchRespectsDependencyOrderAndBecomesStable) {
+  ASSERT_TRUE(Launch(Training()).ok());
+  EXPECT_EQ(backend_.launches,
+            (std::vector<std::string>{"alice/fmnist/ps-0", "alice/fmnist/ps-1"}));
+  EXPECT_EQ(State("fmnist"), "STARTED");
+  EXPECT_EQ(Instance("fmnist", "worker-0").state, "PENDING");
+  EXPECT_EQ(Instance("fmnist", "worker-0").diagnostics, "waiting for ps to be READY");
+  Started("alice/fmnist/ps-0");
+  EXPECT_EQ(backend_.launches.size(), 2u) << "workers wait for every ps";
+  Started("alice/fmnist/ps-1");
+  EXPECT_EQ(backend_.launches.size(), 4u);
+  EXPECT_EQ(Instance("fmnist", "ps-1").state, "READY");
+  Started("alice/fmnist/worker-0");
+  Started("alice/fmnist/worker-1");
+  EXPECT_EQ(State("fmnist"), "STABLE");
+  auto w = Instance("fmnist", "worker-1");
+  EXPECT_EQ(w.hostname, "worker-1.fmnist.alice.tarn");
+  EXPECT_EQ(w.ip, "127.0.0.1");
+  EXPECT_EQ(w.node, "node-a");
+  EXPECT_EQ(w.container_id, "alice_fmnist_worker-1_1");
+}
+
+TEST_F(ManagerTest, ReadinessProbesGateDependents) {
+  json j = Training();
+  j["components"][0]["readiness_check"] = {{"type", "PORT"}, {"properties", {{"port", "2222"}}}};
+  ASSERT_TRUE(Launch(j).ok());
+  Started("alice/fmnist/ps-0");
+  Started("alice/fmnist/ps-1");
+  EXPECT_EQ(Instance("fmnist", "ps-0").state, "RUNNING_BUT_UNREADY");
+  EXPECT_EQ(backend_.probes.size(), 2u);
+  Probed("alice/fmnist/ps-0", true);
+  Probed("alice/fmnist/ps-1", false);
+  EXPECT_EQ(Instance("fmnist", "ps-1").diagnostics, "readiness check: connection refused");
+  EXPECT_EQ(backend_.launches.size(), 2u);
+  // The next probe comes after the probe interval, not before.
+  Advance(milliseconds(500));
+  EXPECT_EQ(backend_.probes.size(), 2u);
+  Advance(milliseconds(600));
+  EXPECT_EQ(backend_.probes.size(), 4u);
+  Probed("alice/fmnist/ps-1", true);
+  EXPECT_EQ(Instance("fmnist", "ps-1").state, "READY");
+  EXPECT_EQ(backend_.launches.size(), 4u);
+}
+
+TEST_F(ManagerTest, CrashingInstanceBacksOffThenFailsTheAssemblyAtTheThreshold) {
+  json j = json::parse(R"({"version": "1", "name": "crash", "components": [{"name": "bad",
+      "number_of_containers": 1, "launch_command": "exit 3",
+      "resource": {"cpus": 1, "memory": "64"},
+      "configuration": {"properties": {
+        "yarn.service.container-failure-per-component.threshold": "4"}}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  const std::string key = "alice/crash/bad-0";
+  std::vector<Clock::Duration> delays = {seconds(1), seconds(2), seconds(4)};
+  for (size_t k = 0; k < delays.size(); ++k) {
+    Started(key);
+    Exited(key, 3);
+    auto i = Instance("crash", "bad-0");
+    EXPECT_EQ(i.state, "PENDING");
+    EXPECT_EQ(i.last_exit, "exited with code 3");
+    EXPECT_EQ(i.restarts, static_cast<int64_t>(k + 1));
+    size_t before = backend_.launches.size();
+    Advance(delays[k] - milliseconds(10));
+    EXPECT_EQ(backend_.launches.size(), before) << "restarted before its backoff, k=" << k;
+    Advance(milliseconds(10));
+    EXPECT_EQ(backend_.launches.size(), before + 1) << "not restarted after its backoff";
+  }
+  EXPECT_EQ(backend_.container_of[key], "alice_crash_bad-0_4");
+  Started(key);
+  Exited(key, 3);
+  EXPECT_EQ(State("crash"), "FAILED");
+  auto s = manager_->Get("alice", "crash");
+  EXPECT_NE(s->diagnostics.find("bad"), std::string::npos) << s->diagnostics;
+  EXPECT_EQ(s->components[0].state, "FAILED");
+  EXPECT_EQ(Instance("crash", "bad-0").state, "FAILED");
+  EXPECT_EQ(backend_.placed(), 0u) << "a failed instance gives its resources back";
+  Advance(seconds(600));
+  EXPECT_EQ(backend_.launches.size(), 4u);
+}
+
+TEST_F(ManagerTest, RetryMaxAndFixedInterval) {
+  json j = json::parse(R"({"version": "1", "name": "r", "components": [{"name": "c",
+      "number_of_containers": 1, "launch_command": "exit 1", "restart_policy": "ON_FAILURE",
+      "resource": {"cpus": 1, "memory": "64"},
+      "configuration": {"properties": {
+        "yarn.service.container-failure.retry.max": "2",
+        "yarn.service.container-failure.retry-interval-ms": "3000"}}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  const std::string key = "alice/r/c-0";
+  for (int k = 0; k < 2; ++k) {
+    Started(key);
+    Exited(key, 1);
+    Advance(milliseconds(2999));
+    EXPECT_EQ(backend_.launches.size(), static_cast<size_t>(k + 1));
+    Advance(milliseconds(1));
+    EXPECT_EQ(backend_.launches.size(), static_cast<size_t>(k + 2));
+  }
+  Started(key);
+  Exited(key, 1);
+  EXPECT_EQ(Instance("r", "c-0").state, "FAILED");
+  EXPECT_EQ(State("r"), "FAILED");
+}
+
+TEST_F(ManagerTest, AllExitingZeroUnderNeverOrOnFailureSucceeds) {
+  json j = json::parse(R"({"version": "1", "name": "job", "components": [
+      {"name": "a", "number_of_containers": 2, "launch_command": "true",
+       "restart_policy": "NEVER", "resource": {"cpus": 1, "memory": "64"}},
+      {"name": "b", "number_of_containers": 1, "launch_command": "true",
+       "restart_policy": "ON_FAILURE", "resource": {"cpus": 1, "memory": "64"}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  for (const char* k : {"alice/job/a-0", "alice/job/a-1", "alice/job/b-0"}) Started(k);
+  Exited("alice/job/a-0", 0);
+  Exited("alice/job/a-1", 0);
+  EXPECT_EQ(State("job"), "STABLE");
+  Exited("alice/job/b-0", 0);
+  EXPECT_EQ(State("job"), "SUCCEEDED");
+  EXPECT_EQ(backend_.placed(), 0u);
+}
+
+TEST_F(ManagerTest, FlexDownRemovesHighestAndUpFillsLowestFreeIndex) {
+  json j = json::parse(R"({"version": "1", "name": "s", "components": [{"name": "w",
+      "number_of_containers": 3, "launch_command": "sleep 9",
+      "resource": {"cpus": 1, "memory": "64"}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  for (int k = 0; k < 3; ++k) Started("alice/s/w-" + std::to_string(k));
+  EXPECT_EQ(State("s"), "STABLE");
+  auto before = manager_->Flex("alice", "s", "w", 1);
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(*before, 3);
+  EXPECT_EQ(backend_.stops, (std::vector<std::string>{"alice/s/w-1", "alice/s/w-2"}));
+  EXPECT_EQ(State("s"), "FLEX");
+  Exited("alice/s/w-2", 143);
+  Exited("alice/s/w-1", 143);
+  EXPECT_EQ(State("s"), "STABLE");
+  EXPECT_EQ(manager_->Get("alice", "s")->components[0].instances.size(), 1u);
+  EXPECT_EQ(backend_.cleanups.size(), 2u);
+  ASSERT_TRUE(manager_->Flex("alice", "s", "w", 2).ok());
+  EXPECT_EQ(backend_.launches.back(), "alice/s/w-1");
+  // The flex is in the stored spec.
+  auto rec = store_->GetAssembly("alice", "s");
+  EXPECT_EQ(json::parse(rec->spec_json)["components"][0]["number_of_containers"], 2);
+  EXPECT_EQ(manager_->Flex("alice", "s", "nope", 2).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(manager_->Flex("alice", "s", "w", -1).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ManagerTest, StopStartDestroy) {
+  ASSERT_TRUE(Launch(Training()).ok());
+  Started("alice/fmnist/ps-0");
+  Started("alice/fmnist/ps-1");
+  ASSERT_TRUE(manager_->Stop("alice", "fmnist").ok());
+  EXPECT_EQ(State("fmnist"), "STOPPED");
+  EXPECT_EQ(backend_.stops.size(), 4u) << "ps running, workers starting: all are stopped";
+  EXPECT_EQ(manager_->Start("alice", "fmnist").code(), StatusCode::kFailedPrecondition)
+      << "still stopping";
+  Exited("alice/fmnist/ps-0", 143);
+  Exited("alice/fmnist/ps-1", 143);
+  Event(BackendEvent::Kind::kStartFailed, "alice/fmnist/worker-0", "stopped before it started");
+  Exited("alice/fmnist/worker-1", 143);
+  EXPECT_EQ(Instance("fmnist", "ps-0").state, "STOPPED");
+  EXPECT_EQ(Instance("fmnist", "worker-0").state, "STOPPED");
+  EXPECT_EQ(backend_.placed(), 0u);
+  size_t launched = backend_.launches.size();
+  ASSERT_TRUE(manager_->Start("alice", "fmnist").ok());
+  EXPECT_EQ(backend_.launches.size(), launched + 2);
+  EXPECT_EQ(backend_.container_of["alice/fmnist/ps-0"], "alice_fmnist_ps-0_2");
+  ASSERT_TRUE(manager_->Destroy("alice", "fmnist").ok());
+  Exited("alice/fmnist/ps-0", 143);
+  Exited("alice/fmnist/ps-1", 143);
+  EXPECT_EQ(manager_->Get("alice", "fmnist").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(backend_.destroyed, (std::vector<std::string>{"alice/fmnist"}));
+  EXPECT_EQ(store_->GetAssembly("alice", "fmnist").status().code(), StatusCode::kNotFound);
+  // The name is free again.
+  EXPECT_TRUE(Launch(Training()).ok());
+}
+
+TEST_F(ManagerTest, UsersAreIsolated) {
+  ASSERT_TRUE(Launch(Training(), "alice").ok());
+  ASSERT_TRUE(Launch(Training(), "bob").ok());
+  EXPECT_EQ(Launch(Training(), "bob").code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(manager_->List("alice").size(), 1u);
+  EXPECT_EQ(manager_->List("").size(), 2u);
+  ASSERT_TRUE(manager_->Stop("bob", "fmnist").ok());
+  EXPECT_EQ(State("fmnist", "alice"), "STARTED");
+  EXPECT_EQ(manager_->Stop("carol", "fmnist").code(), StatusCode::kNotFound);
+  EXPECT_EQ(manager_->FindInstance("carol", "fmnist", "ps-0").status().code(),
+            StatusCode::kNotFound);
+}
+
+TEST_F(ManagerTest, WaitsForResourcesAndSaysWhy) {
+  backend_.slots = 1;
+  json j = json::parse(R"({"version": "1", "name": "s", "components": [{"name": "w",
+      "number_of_containers": 2, "launch_command": "sleep 9",
+      "resource": {"cpus": 1, "memory": "64"}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  EXPECT_EQ(backend_.launches.size(), 1u);
+  EXPECT_EQ(Instance("s", "w-1").diagnostics, "waiting for resources: no free slot");
+  Started("alice/s/w-0");
+  ASSERT_TRUE(manager_->Flex("alice", "s", "w", 1).ok());
+  EXPECT_EQ(manager_->Get("alice", "s")->components[0].instances.size(), 1u);
+}
+
+TEST_F(ManagerTest, GangIsRequestedWhole) {
+  backend_.slots = 3;
+  json j = Training();
+  j["components"][0]["configuration"] = {
+      {"properties", {{"tarn.tf.role", "ps"}, {"tarn.ports", "grpc:2222"}}}};
+  j["components"][1]["configuration"] = {
+      {"properties", {{"tarn.tf.role", "worker"}, {"tarn.ports", "grpc:2222"}}}};
+  ASSERT_TRUE(Launch(j).ok());
+  EXPECT_TRUE(backend_.launches.empty()) << "4 members do not fit 3 slots: none starts";
+  EXPECT_EQ(Instance("fmnist", "ps-0").state, "PENDING");
+  backend_.slots = 4;
+  Advance(milliseconds(1));
+  EXPECT_EQ(backend_.placed(), 4u);
+  // Placed together, started in dependency order.
+  EXPECT_EQ(backend_.launches.size(), 2u);
+  EXPECT_NE(Instance("fmnist", "worker-0").diagnostics.find("waiting for ps"), std::string::npos);
+}
+
+TEST_F(ManagerTest, RestartedServerAdoptsRunningInstancesAndNeverStartsTwo) {
+  ASSERT_TRUE(Launch(Training()).ok());
+  Started("alice/fmnist/ps-0");
+  Started("alice/fmnist/ps-1");
+  ASSERT_EQ(backend_.launches.size(), 4u);
+  // worker-0 and worker-1 were launched (committed) but no answer came: the server dies.
+  RestartServer();
+  EXPECT_EQ(backend_.launches.size(), 4u) << "nothing is launched before recovery answers";
+  EXPECT_EQ(backend_.recovers.size(), 4u);
+  EXPECT_EQ(State("fmnist"), "STARTED");
+  Started("alice/fmnist/ps-0");
+  Started("alice/fmnist/ps-1");
+  Started("alice/fmnist/worker-0");
+  // worker-1 never started: recovery says so, and it is launched once, with a new id.
+  Event(BackendEvent::Kind::kStartFailed, "alice/fmnist/worker-1", "no container");
+  EXPECT_EQ(backend_.launches.size(), 5u);
+  EXPECT_EQ(backend_.container_of["alice/fmnist/worker-1"], "alice_fmnist_worker-1_2");
+  Started("alice/fmnist/worker-1");
+  EXPECT_EQ(State("fmnist"), "STABLE");
+  EXPECT_EQ(Instance("fmnist", "worker-1").restarts, 0);
+}
+
+TEST_F(ManagerTest, RestartedServerKeepsFlexesStopsAndFinishedInstances) {
+  json j = json::parse(R"({"version": "1", "name": "s", "components": [{"name": "w",
+      "number_of_containers": 2, "launch_command": "sleep 9", "restart_policy": "NEVER",
+      "resource": {"cpus": 1, "memory": "64"}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  Started("alice/s/w-0");
+  Started("alice/s/w-1");
+  Exited("alice/s/w-0", 0);
+  ASSERT_TRUE(manager_->Flex("alice", "s", "w", 3).ok());
+  ASSERT_TRUE(Launch(Training()).ok());
+  ASSERT_TRUE(manager_->Stop("alice", "fmnist").ok());
+  RestartServer();
+  EXPECT_EQ(Instance("s", "w-0").state, "SUCCEEDED");
+  EXPECT_EQ(manager_->Get("alice", "s")->components[0].number_of_containers, 3);
+  EXPECT_EQ(State("fmnist"), "STOPPED");
+  // w-1 is recovered (it had a container), w-2 had none and is recovered as running too or
+  // launched; either way exactly one container per instance is asked for.
+  std::map<std::string, int> asks;
+  for (const auto& k : backend_.recovers) ++asks[k];
+  for (const auto& k : backend_.launches) ++asks[k];
+  EXPECT_EQ(asks["alice/s/w-0"], 1) << "a finished instance is not started again";
+}
+
+TEST_F(ManagerTest, StaleEventsOfAnOlderStartAreIgnored) {
+  json j = json::parse(R"({"version": "1", "name": "s", "components": [{"name": "w",
+      "number_of_containers": 1, "launch_command": "sleep 9",
+      "resource": {"cpus": 1, "memory": "64"}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  Started("alice/s/w-0");
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kExited;
+  e.key = "alice/s/w-0";
+  e.container_id = "alice_s_w-0_0";
+  manager_->Handle(e);
+  EXPECT_EQ(Instance("s", "w-0").state, "READY");
+}
+
+TEST_F(ManagerTest, LifetimeDestroysTheAssembly) {
+  json j = Training();
+  j["lifetime"] = 30;
+  ASSERT_TRUE(Launch(j).ok());
+  EXPECT_EQ(manager_->Get("alice", "fmnist")->lifetime_remaining_s, 30);
+  ASSERT_TRUE(manager_->NextDeadline().has_value());
+  EXPECT_EQ(*manager_->NextDeadline(), clock_.Now() + seconds(30));
+  Started("alice/fmnist/ps-0");
+  Advance(seconds(30));
+  EXPECT_EQ(backend_.stops, (std::vector<std::string>{"alice/fmnist/ps-0", "alice/fmnist/ps-1"}));
+  EXPECT_EQ(State("fmnist"), "STOPPED");
+  Exited("alice/fmnist/ps-0", 143);
+  Event(BackendEvent::Kind::kStartFailed, "alice/fmnist/ps-1", "stopped before it started");
+  EXPECT_EQ(manager_->Get("alice", "fmnist").status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(manager_->SetLifetime("alice", "fmnist", 5).code(), StatusCode::kNotFound);
+}
+
+TEST_F(ManagerTest, EventsTellTheStory) {
+  ASSERT_TRUE(Launch(Training()).ok());
+  Started("alice/fmnist/ps-0");
+  auto events = manager_->Events("alice", "fmnist");
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> types;
+  for (const auto& e : *events) types.push_back(e.type);
+  EXPECT_EQ(types.front(), "ACCEPTED");
+  EXPECT_NE(std::find(types.begin(), types.end(), "LAUNCH"), types.end());
+  EXPECT_NE(std::find(types.begin(), types.end(), "READY"), types.end());
+  EXPECT_EQ(manager_->Events("bob", "fmnist").status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace tarn::service
