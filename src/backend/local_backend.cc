@@ -1,0 +1,732 @@
+#include "backend/local_backend.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <variant>
+
+#include "common/file.h"
+#include "service/readiness_probe.h"
+#include "spec/substitution.h"
+
+namespace tarn::backend {
+
+using runtime::ContainerState;
+using service::BackendEvent;
+using service::InstanceRef;
+
+// A fixed pool of threads running tasks posted under a key: tasks of one key run one at a
+// time in the order posted (a strand); tasks of different keys run in parallel. The
+// destructor drops tasks not yet begun and joins the threads. Thread-safe.
+class KeyedWorkQueue {
+ public:
+  explicit KeyedWorkQueue(int threads) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Work(); });
+  }
+  ~KeyedWorkQueue() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (std::thread& t : threads_) t.join();
+  }
+
+  // Returns once no task is queued or running.
+  void WaitIdle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [&] { return queues_.empty(); });
+  }
+
+  void Post(const std::string& key, std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    auto [it, fresh] = queues_.try_emplace(key);
+    it->second.push_back(std::move(task));
+    // A key already present is queued in ready_ or running: its worker picks this up next.
+    if (fresh) {
+      ready_.push_back(key);
+      cv_.notify_one();
+    }
+  }
+
+ private:
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stopping_ || !ready_.empty(); });
+      if (stopping_) return;
+      std::string key = std::move(ready_.front());
+      ready_.pop_front();
+      std::deque<std::function<void()>>& tasks = queues_.at(key);  // nodes are stable
+      std::function<void()> task = std::move(tasks.front());
+      tasks.pop_front();
+      lock.unlock();
+      try {
+        task();
+      } catch (const std::exception& e) {
+        std::cerr << "tarn: local backend: " + key + ": " + e.what() + "\n";
+      }
+      lock.lock();
+      auto it = queues_.find(key);
+      if (it->second.empty()) {
+        queues_.erase(it);
+        if (queues_.empty()) idle_cv_.notify_all();
+      } else {
+        ready_.push_back(key);
+        cv_.notify_one();
+      }
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  bool stopping_ = false;
+  std::deque<std::string> ready_;  // keys whose next task may run now
+  // Tasks not yet begun, by key; a key is present while one of its tasks is queued or runs.
+  std::unordered_map<std::string, std::deque<std::function<void()>>> queues_;
+  std::vector<std::thread> threads_;
+};
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr size_t kExitHistory = 4;  // container ids per instance whose kExited was sent
+
+void LogError(const std::string& message) { std::cerr << "tarn: local backend: " + message + "\n"; }
+
+const spec::Component* FindComponent(const spec::Assembly& a, const std::string& name) {
+  for (const spec::Component& c : a.components) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+scheduler::Resources ResourcesOf(const spec::Component& c) {
+  return {c.resource.cpus.value_or(0), c.resource.memory_mib.value_or(0),
+          c.resource.gpus.value_or(0)};
+}
+
+StatusOr<scheduler::Request> RequestFor(const spec::Assembly& a, const InstanceRef& ref) {
+  const spec::Component* c = FindComponent(a, ref.component);
+  if (c == nullptr) {
+    return InvalidArgumentError(ref.Key() + ": assembly \"" + a.name + "\" has no component \"" +
+                                ref.component + "\"");
+  }
+  return scheduler::Request{ref.Key(), ref.user, a.queue, ResourcesOf(*c)};
+}
+
+// The start a shim directory holds, from the TARN_CONTAINER_ID in its spec.json; none when
+// that cannot be told.
+std::optional<std::string> RecordedContainerId(const std::string& shim_dir) {
+  auto text = ReadFileToString(shim_dir + "/spec.json");
+  if (!text.ok()) return std::nullopt;
+  static const std::string kPrefix = "TARN_CONTAINER_ID=";
+  try {
+    const nlohmann::json spec = nlohmann::json::parse(*text);
+    for (const auto& e : spec.at("env")) {
+      std::string var = e.get<std::string>();
+      if (var.rfind(kPrefix, 0) == 0) return var.substr(kPrefix.size());
+    }
+  } catch (const nlohmann::json::exception&) {
+  }
+  return std::nullopt;
+}
+
+bool Holds(const std::string& shim_dir, const std::string& container_id) {
+  std::optional<std::string> recorded = RecordedContainerId(shim_dir);
+  return !recorded || *recorded == container_id;
+}
+
+std::string PreviousDir(const std::string& shim_dir) { return shim_dir + ".previous"; }
+
+// The names in `dir` (none when it cannot be read).
+std::vector<std::string> ListDirectory(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    names.push_back(it->path().filename().string());
+  }
+  return names;
+}
+
+// The files of a run worth keeping: its output (rotated ones too), the shim's own log and how
+// it ended.
+bool IsLogFile(const std::string& name) {
+  return name.rfind("stdout.log", 0) == 0 || name.rfind("stderr.log", 0) == 0 ||
+         name == "shim.log" || name == "exit.json";
+}
+
+// Moves the run's logs into <shim_dir>.previous/, replacing the generation before.
+Status KeepLogs(const std::string& shim_dir) {
+  std::vector<std::string> logs = ListDirectory(shim_dir);
+  logs.erase(std::remove_if(logs.begin(), logs.end(), [](const auto& n) { return !IsLogFile(n); }),
+             logs.end());
+  if (logs.empty()) return OkStatus();  // nothing new: the older generation stays
+  const std::string previous = PreviousDir(shim_dir);
+  std::error_code ec;
+  fs::remove_all(previous, ec);
+  if (ec) return InternalError(previous + ": cannot remove: " + ec.message());
+  RETURN_IF_ERROR(MakeDirectories(previous, 0700));
+  for (const std::string& name : logs) {
+    fs::rename(shim_dir + "/" + name, previous + "/" + name, ec);
+    if (ec) return InternalError(shim_dir + "/" + name + ": cannot keep: " + ec.message());
+  }
+  return OkStatus();
+}
+
+Status RemoveAll(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) return InternalError(path + ": cannot remove: " + ec.message());
+  return OkStatus();
+}
+
+std::string Describe(const ContainerState& st) {
+  switch (st.phase) {
+    case ContainerState::Phase::kRunning:
+      return "running, shim pid " + std::to_string(st.shim_pid);
+    case ContainerState::Phase::kExited:
+      return st.diagnostics;
+    case ContainerState::Phase::kLost:
+      return "lost: " + st.diagnostics;
+  }
+  return "";
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(Options options) {
+  if (options.clock == nullptr) return InvalidArgumentError("local backend: no clock");
+  if (options.runtime == nullptr) return InvalidArgumentError("local backend: no runtime");
+  if (!options.events) return InvalidArgumentError("local backend: no event sink");
+  if (options.launch.state_dir.empty()) {
+    return InvalidArgumentError("local backend: no state directory");
+  }
+  if (options.worker_threads < 1) {
+    return InvalidArgumentError("local backend: worker_threads must be at least 1, not " +
+                                std::to_string(options.worker_threads));
+  }
+  scheduler::Scheduler::Options so;
+  so.nodes = options.nodes;
+  so.queues = options.queues;
+  so.clock = options.clock;
+  auto scheduler = scheduler::Scheduler::Create(std::move(so));
+  if (!scheduler.ok()) return scheduler.status().WithContext("local backend");
+  return std::unique_ptr<LocalBackend>(
+      new LocalBackend(std::move(options), std::move(scheduler).value()));
+}
+
+LocalBackend::LocalBackend(Options options, std::unique_ptr<scheduler::Scheduler> scheduler)
+    : options_(std::move(options)), scheduler_(std::move(scheduler)) {
+  work_ = std::make_unique<KeyedWorkQueue>(options_.worker_threads);
+  if (options_.poll_interval.count() > 0) monitor_ = std::thread([this] { MonitorLoop(); });
+}
+
+LocalBackend::~LocalBackend() {
+  {
+    std::lock_guard<std::mutex> lock(monitor_mu_);
+    stopping_ = true;
+  }
+  monitor_cv_.notify_all();
+  if (monitor_.joinable()) monitor_.join();
+  work_.reset();  // waits for the tasks under way; the containers go on
+}
+
+// ---- Placement ----
+
+Status LocalBackend::RequestPlacement(const spec::Assembly& assembly,
+                                      const std::vector<InstanceRef>& members, bool gang) {
+  std::vector<scheduler::Request> requests;
+  for (const InstanceRef& ref : members) {
+    ASSIGN_OR_RETURN(scheduler::Request r, RequestFor(assembly, ref));
+    requests.push_back(std::move(r));
+  }
+  if (requests.empty()) return OkStatus();
+  std::lock_guard<std::mutex> lock(scheduler_mu_);
+  if (gang) {
+    return scheduler_->SubmitGang(members[0].user + "/" + assembly.name, requests);
+  }
+  for (size_t i = 0; i < requests.size(); ++i) {
+    Status s = scheduler_->Submit(requests[i]);
+    if (!s.ok()) {
+      // All asked for or none: withdraw the ones already queued.
+      for (size_t j = 0; j < i; ++j) (void)scheduler_->Release(requests[j].id);
+      return s;
+    }
+  }
+  return OkStatus();
+}
+
+std::vector<std::string> LocalBackend::Place() {
+  std::vector<scheduler::Placement> placed;
+  {
+    std::lock_guard<std::mutex> lock(scheduler_mu_);
+    placed = scheduler_->Schedule();
+  }
+  std::vector<std::string> keys;
+  keys.reserve(placed.size());
+  for (scheduler::Placement& p : placed) keys.push_back(std::move(p.id));
+  return keys;
+}
+
+service::PlacementStatus LocalBackend::GetPlacement(const std::string& key) const {
+  StatusOr<scheduler::Decision> d = [&] {
+    std::lock_guard<std::mutex> lock(scheduler_mu_);
+    return scheduler_->Get(key);
+  }();
+  service::PlacementStatus st;
+  if (!d.ok()) return st;  // kUnknown
+  if (const auto* placed = std::get_if<scheduler::Placed>(&*d)) {
+    st.phase = service::PlacementStatus::Phase::kPlaced;
+    st.placement = {placed->node, placed->gpus};
+  } else if (const auto* pending = std::get_if<scheduler::Pending>(&*d)) {
+    st.phase = service::PlacementStatus::Phase::kPending;
+    st.reason = pending->reason;
+  } else {
+    st.phase = service::PlacementStatus::Phase::kInfeasible;
+    st.reason = std::get<scheduler::Infeasible>(*d).reason;
+  }
+  return st;
+}
+
+Status LocalBackend::RestorePlacement(const spec::Assembly& assembly, const InstanceRef& ref,
+                                      const service::Placement& placement) {
+  ASSIGN_OR_RETURN(scheduler::Request r, RequestFor(assembly, ref));
+  std::lock_guard<std::mutex> lock(scheduler_mu_);
+  return scheduler_->Restore(r, placement.node, placement.gpus);
+}
+
+void LocalBackend::ReleasePlacement(const std::string& key) {
+  std::lock_guard<std::mutex> lock(scheduler_mu_);
+  (void)scheduler_->Release(key);  // NotFound: nothing to release
+}
+
+// ---- Containers: queued ----
+
+void LocalBackend::Launch(const spec::Assembly& assembly, const InstanceRef& ref,
+                          const service::Placement& placement, const std::string& container_id) {
+  work_->Post(ref.Key(), [this, assembly, ref, placement, container_id] {
+    DoLaunch(assembly, ref, placement, container_id);
+  });
+}
+
+void LocalBackend::Stop(const InstanceRef& ref, const std::string& container_id) {
+  work_->Post(ref.Key(), [this, ref, container_id] { DoStop(ref, container_id); });
+}
+
+void LocalBackend::Recover(const spec::Assembly& /*assembly*/, const InstanceRef& ref,
+                           const std::string& container_id) {
+  work_->Post(ref.Key(), [this, ref, container_id] { DoRecover(ref, container_id); });
+}
+
+void LocalBackend::Probe(const spec::Assembly& assembly, const InstanceRef& ref,
+                         const std::string& container_id, const spec::ReadinessCheck& check) {
+  // Apart from the instance's other work: a probe may block for its whole timeout.
+  work_->Post("probe " + ref.Key(), [this, assembly, ref, container_id, check] {
+    DoProbe(assembly, ref, container_id, check);
+  });
+}
+
+void LocalBackend::Cleanup(const InstanceRef& ref, bool logs) {
+  work_->Post(ref.Key(), [this, ref, logs] { DoCleanup(ref, logs); });
+}
+
+void LocalBackend::DestroyAssembly(const std::string& user, const std::string& assembly) {
+  work_->Post(user + "/" + assembly, [this, user, assembly] { DoDestroyAssembly(user, assembly); });
+}
+
+// ---- Containers: the work ----
+
+LaunchContext LocalBackend::ContextFor(const std::string& user) const {
+  LaunchContext ctx = options_.launch;
+  ctx.user = user;
+  ctx.ip = options_.ip;
+  return ctx;
+}
+
+std::string LocalBackend::ShimDirOf(const InstanceRef& ref) const {
+  return ShimDir(ContextFor(ref.user), ref.assembly, ref.instance);
+}
+
+void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& ref,
+                            const service::Placement& placement, const std::string& container_id) {
+  const std::string key = ref.Key();
+  const spec::Component* component = FindComponent(assembly, ref.component);
+  if (component == nullptr) {
+    return EmitStartFailed(
+        key, container_id,
+        "assembly \"" + assembly.name + "\" has no component \"" + ref.component + "\"");
+  }
+  const std::string shim_dir = ShimDirOf(ref);
+  StatusOr<ContainerState> before = options_.runtime->State(shim_dir);
+  if (before.ok()) {
+    if (before->phase == ContainerState::Phase::kRunning) {
+      std::optional<std::string> running = RecordedContainerId(shim_dir);
+      return EmitStartFailed(key, container_id,
+                             key + " already runs as container " + running.value_or("?") +
+                                 " (shim pid " + std::to_string(before->shim_pid) +
+                                 "); not starting a second copy");
+    }
+    Status retired = Retire(key, shim_dir, *before, /*keep_logs=*/true);
+    if (!retired.ok()) {
+      return EmitStartFailed(key, container_id,
+                             "cannot clear the previous run: " + retired.message());
+    }
+  } else if (before.status().code() != StatusCode::kNotFound) {
+    return EmitStartFailed(
+        key, container_id,
+        "cannot tell whether an earlier copy still runs: " + before.status().message());
+  }
+
+  LaunchContext ctx = ContextFor(ref.user);
+  ctx.container_id = container_id;
+  if (options_.run_as) {
+    ctx.run_as = *options_.run_as;
+  } else {
+    StatusOr<runtime::RunAs> run_as = runtime::ResolveRunAs(
+        options_.run_as_policy, ref.user, component->run_privileged_container, ::geteuid());
+    if (!run_as.ok()) return EmitStartFailed(key, container_id, run_as.status().message());
+    ctx.run_as = *run_as;
+  }
+  StatusOr<runtime::ContainerSpec> spec =
+      BuildContainerSpec(assembly, *component, ref.index, placement.gpus, ctx);
+  if (!spec.ok()) return EmitStartFailed(key, container_id, spec.status().message());
+  StatusOr<ContainerState> started = options_.runtime->Start(*spec);
+  if (!started.ok()) return EmitStartFailed(key, container_id, started.status().message());
+  // Even one that has already ended did start; the monitor reports its exit next.
+  StartedAndWatch(key, container_id, shim_dir);
+}
+
+void LocalBackend::DoStop(const InstanceRef& ref, const std::string& container_id) {
+  const std::string key = ref.Key();
+  const std::string shim_dir = ShimDirOf(ref);
+  bool watched = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = watched_.find(key);
+    watched = it != watched_.end() && it->second.container_id == container_id;
+    auto reported = exit_reported_.find(key);
+    if (!watched && reported != exit_reported_.end() &&
+        std::find(reported->second.begin(), reported->second.end(), container_id) !=
+            reported->second.end()) {
+      return;  // it has ended and said so: whatever runs there now is a later start
+    }
+  }
+  StatusOr<ContainerState> st = options_.runtime->State(shim_dir);
+  if (!st.ok()) {
+    if (watched && st.status().code() != StatusCode::kNotFound) {
+      // Unknown for now: the monitor keeps looking and reports the exit.
+      return LogError(key + ": stop: " + st.status().message());
+    }
+    return ReportExit(key, container_id,
+                      MadeUpExit(watched ? "its shim directory " + shim_dir + " is gone"
+                                         : "stopped before it started"));
+  }
+  if (!watched && !Holds(shim_dir, container_id)) {
+    return ReportExit(key, container_id, MadeUpExit("stopped before it started"));
+  }
+  if (st->phase != ContainerState::Phase::kRunning) {
+    if (st->phase == ContainerState::Phase::kLost && st->shim_pid == 0) {
+      return ReportExit(key, container_id,
+                        MadeUpExit("stopped before it started: its shim never started"));
+    }
+    return ReportExit(key, container_id,
+                      st->phase == ContainerState::Phase::kExited
+                          ? st->exit
+                          : MadeUpExit("lost: " + st->diagnostics));
+  }
+  Status stopped = options_.runtime->Stop(shim_dir);
+  if (!stopped.ok()) LogError(key + ": stop: " + stopped.message());
+  if (!watched) {
+    // Found running without having been recovered yet: the monitor reports its end.
+    std::lock_guard<std::mutex> lock(mu_);
+    watched_[key] = Watched{container_id, shim_dir};
+  }
+}
+
+void LocalBackend::DoRecover(const InstanceRef& ref, const std::string& container_id) {
+  const std::string key = ref.Key();
+  const std::string shim_dir = ShimDirOf(ref);
+  const std::string never = "container " + container_id + " never started: ";
+  StatusOr<ContainerState> st = options_.runtime->State(shim_dir);
+  if (!st.ok()) {
+    if (st.status().code() == StatusCode::kNotFound) {
+      return EmitStartFailed(key, container_id, never + shim_dir + " holds no container");
+    }
+    return EmitStartFailed(
+        key, container_id,
+        "cannot tell whether container " + container_id + " runs: " + st.status().message());
+  }
+  std::optional<std::string> recorded = RecordedContainerId(shim_dir);
+  if (recorded && *recorded != container_id) {
+    return EmitStartFailed(
+        key, container_id,
+        never + shim_dir + " holds container " + *recorded + " (" + Describe(*st) + ")");
+  }
+  switch (st->phase) {
+    case ContainerState::Phase::kRunning:
+      return StartedAndWatch(key, container_id, shim_dir);
+    case ContainerState::Phase::kExited:
+      return ReportExit(key, container_id, st->exit);
+    case ContainerState::Phase::kLost:
+      if (st->shim_pid == 0) return EmitStartFailed(key, container_id, never + st->diagnostics);
+      return ReportExit(key, container_id, MadeUpExit("lost: " + st->diagnostics));
+  }
+}
+
+void LocalBackend::DoProbe(const spec::Assembly& assembly, const InstanceRef& ref,
+                           const std::string& container_id, const spec::ReadinessCheck& check) {
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kProbed;
+  e.key = ref.Key();
+  e.container_id = container_id;
+  const spec::Component* component = FindComponent(assembly, ref.component);
+  if (component == nullptr) {
+    e.detail = "assembly \"" + assembly.name + "\" has no component \"" + ref.component + "\"";
+  } else {
+    const LaunchContext ctx = ContextFor(ref.user);
+    spec::Variables vars =
+        spec::InstanceVariables(spec::AssemblyVariables(assembly, ref.user, ctx.domain), assembly,
+                                *component, ref.index, ref.user, ctx.domain);
+    vars.Set("CONTAINER_ID", container_id);
+    vars.Set("SERVICE_HDFS_DIR", backend::SharedDir(ctx, assembly.name));
+    spec::ReadinessCheck substituted = check;
+    for (auto& [name, value] : substituted.properties) value = spec::Substitute(value, vars).text;
+    service::ProbeResult r = service::Probe(substituted, ctx.ip);
+    e.ready = r.ready;
+    e.detail = std::move(r.detail);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Emit(std::move(e));
+}
+
+void LocalBackend::DoCleanup(const InstanceRef& ref, bool logs) {
+  const std::string key = ref.Key();
+  const std::string shim_dir = ShimDirOf(ref);
+  StatusOr<ContainerState> st = options_.runtime->State(shim_dir);
+  if (!st.ok() && st.status().code() != StatusCode::kNotFound) {
+    return LogError(key + ": cleanup: " + st.status().message());
+  }
+  if (st.ok()) {
+    if (st->phase == ContainerState::Phase::kRunning) {
+      return LogError(key + ": cleanup: the container still runs; left alone");
+    }
+    Status s = Retire(key, shim_dir, *st, /*keep_logs=*/!logs);
+    if (!s.ok()) return LogError(key + ": cleanup: " + s.message());
+  }
+  if (!logs) return;
+  Status s = RemoveAll(PreviousDir(shim_dir));
+  if (s.ok()) s = RemoveAll(WorkDir(ContextFor(ref.user), ref.assembly, ref.instance));
+  if (!s.ok()) LogError(key + ": cleanup: " + s.message());
+  std::lock_guard<std::mutex> lock(mu_);
+  exit_reported_.erase(key);  // the instance is gone for good
+}
+
+void LocalBackend::DoDestroyAssembly(const std::string& user, const std::string& assembly) {
+  const LaunchContext ctx = ContextFor(user);
+  const std::string prefix = user + "/" + assembly + "/";
+  // The assembly's directories: the parents of any instance's.
+  const std::string shims = fs::path(ShimDir(ctx, assembly, "i")).parent_path().string();
+  const std::string works = fs::path(WorkDir(ctx, assembly, "i")).parent_path().string();
+  std::vector<std::string> running;  // instances whose directories stay
+  for (const std::string& name : ListDirectory(shims)) {
+    if (name.ends_with(".previous")) continue;
+    const std::string shim_dir = shims + "/" + name;
+    StatusOr<ContainerState> st = options_.runtime->State(shim_dir);
+    if (st.ok() && st->phase != ContainerState::Phase::kRunning) {
+      Status s = Retire(prefix + name, shim_dir, *st, /*keep_logs=*/false);
+      if (s.ok()) continue;
+      LogError(prefix + name + ": destroy: " + s.message());
+    } else if (!st.ok() && st.status().code() == StatusCode::kNotFound) {
+      continue;
+    } else if (!st.ok()) {
+      LogError(prefix + name + ": destroy: " + st.status().message());
+    }
+    running.push_back(name);
+  }
+  Status s = RemoveAll(backend::SharedDir(ctx, assembly));
+  if (!s.ok()) LogError(s.message());
+  if (running.empty()) {
+    for (const std::string& dir : {shims, works}) {
+      s = RemoveAll(dir);
+      if (!s.ok()) LogError(s.message());
+    }
+  } else {
+    LogError(prefix + "*: destroy: left the directories of containers that still run: " + [&] {
+      std::string list;
+      for (const std::string& r : running) list += (list.empty() ? "" : ", ") + r;
+      return list;
+    }());
+    for (const std::string& dir : {shims, works}) {
+      for (const std::string& name : ListDirectory(dir)) {
+        std::string instance = name.substr(0, name.find('.'));
+        if (std::find(running.begin(), running.end(), instance) != running.end()) continue;
+        s = RemoveAll(dir + "/" + name);
+        if (!s.ok()) LogError(s.message());
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = exit_reported_.begin(); it != exit_reported_.end();) {
+    it = it->first.rfind(prefix, 0) == 0 ? exit_reported_.erase(it) : std::next(it);
+  }
+}
+
+Status LocalBackend::Retire(const std::string& key, const std::string& shim_dir,
+                            const ContainerState& state, bool keep_logs) {
+  std::optional<std::string> watched_id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = watched_.find(key);
+    if (it != watched_.end() && it->second.shim_dir == shim_dir) {
+      watched_id = it->second.container_id;
+    }
+  }
+  // Its exit goes out before its traces do (the monitor may not have looked yet).
+  if (watched_id) {
+    ReportExit(key, *watched_id,
+               state.phase == ContainerState::Phase::kExited
+                   ? state.exit
+                   : MadeUpExit("lost: " + state.diagnostics));
+  }
+  if (keep_logs) RETURN_IF_ERROR(KeepLogs(shim_dir));
+  Status removed = options_.runtime->Remove(shim_dir);
+  if (!removed.ok() && removed.code() != StatusCode::kNotFound) return removed;
+  return OkStatus();
+}
+
+// ---- Events ----
+
+void LocalBackend::Emit(BackendEvent event) { options_.events(std::move(event)); }
+
+void LocalBackend::EmitStartFailed(const std::string& key, const std::string& container_id,
+                                   const std::string& detail) {
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kStartFailed;
+  e.key = key;
+  e.container_id = container_id;
+  e.detail = detail;
+  std::lock_guard<std::mutex> lock(mu_);
+  Emit(std::move(e));
+}
+
+void LocalBackend::StartedAndWatch(const std::string& key, const std::string& container_id,
+                                   const std::string& shim_dir) {
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kStarted;
+  e.key = key;
+  e.container_id = container_id;
+  e.ip = options_.ip;
+  // One critical section: the monitor cannot report the exit before the start is out.
+  std::lock_guard<std::mutex> lock(mu_);
+  Emit(std::move(e));
+  watched_[key] = Watched{container_id, shim_dir};
+}
+
+void LocalBackend::ReportExit(const std::string& key, const std::string& container_id,
+                              runtime::ExitInfo exit, bool only_if_watched) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto w = watched_.find(key);
+  const bool watched = w != watched_.end() && w->second.container_id == container_id;
+  if (watched) {
+    watched_.erase(w);
+  } else if (only_if_watched) {
+    return;
+  }
+  std::vector<std::string>& reported = exit_reported_[key];
+  if (std::find(reported.begin(), reported.end(), container_id) != reported.end()) return;
+  reported.push_back(container_id);
+  if (reported.size() > kExitHistory) reported.erase(reported.begin());
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kExited;
+  e.key = key;
+  e.container_id = container_id;
+  e.exit = std::move(exit);
+  Emit(std::move(e));
+}
+
+runtime::ExitInfo LocalBackend::MadeUpExit(const std::string& diagnostics) const {
+  runtime::ExitInfo e;
+  e.exit_code = -1;
+  e.finished_at_ms = options_.clock->WallMillis();
+  e.diagnostics = diagnostics;
+  return e;
+}
+
+// ---- The monitor ----
+
+void LocalBackend::MonitorLoop() {
+  std::unique_lock<std::mutex> lock(monitor_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    CheckContainers();
+    lock.lock();
+    monitor_cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_; });
+  }
+}
+
+void LocalBackend::CheckContainersForTest() { CheckContainers(); }
+
+void LocalBackend::WaitForIdleForTest() { work_->WaitIdle(); }
+
+void LocalBackend::CheckContainers() {
+  std::vector<std::pair<std::string, Watched>> watched;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    watched.assign(watched_.begin(), watched_.end());
+  }
+  for (const auto& [key, w] : watched) {
+    StatusOr<ContainerState> st = options_.runtime->State(w.shim_dir);
+    std::optional<runtime::ExitInfo> exit;
+    if (st.ok()) {
+      if (st->phase == ContainerState::Phase::kExited) exit = st->exit;
+      if (st->phase == ContainerState::Phase::kLost) exit = MadeUpExit("lost: " + st->diagnostics);
+    } else if (st.status().code() == StatusCode::kNotFound) {
+      exit = MadeUpExit("its shim directory " + w.shim_dir + " is gone; how it ended is unknown");
+    } else if (st.status().code() == StatusCode::kDataLoss) {
+      exit = MadeUpExit(st.status().message());
+    }  // else: unknown for now; look again next time
+    // Only while it is still the one watched: Launch, Stop or Cleanup may have reported it
+    // (and a newer start may be watched) since the copy above was taken.
+    if (exit) ReportExit(key, w.container_id, std::move(*exit), /*only_if_watched=*/true);
+  }
+}
+
+// ---- Views ----
+
+std::vector<scheduler::NodeUsage> LocalBackend::Nodes() const {
+  std::lock_guard<std::mutex> lock(scheduler_mu_);
+  return scheduler_->Nodes();
+}
+
+std::vector<scheduler::QueueUsage> LocalBackend::Queues() const {
+  std::lock_guard<std::mutex> lock(scheduler_mu_);
+  return scheduler_->Queues();
+}
+
+std::string LocalBackend::LogFile(const InstanceRef& ref, bool stderr_stream) const {
+  const std::string current = ShimDirOf(ref) + (stderr_stream ? "/stderr.log" : "/stdout.log");
+  if (::access(current.c_str(), F_OK) == 0) return current;
+  return PreviousLogFile(ref, stderr_stream);
+}
+
+std::string LocalBackend::PreviousLogFile(const InstanceRef& ref, bool stderr_stream) const {
+  const std::string previous =
+      PreviousDir(ShimDirOf(ref)) + (stderr_stream ? "/stderr.log" : "/stdout.log");
+  return ::access(previous.c_str(), F_OK) == 0 ? previous : "";
+}
+
+std::string LocalBackend::SharedDir(const std::string& user, const std::string& assembly) const {
+  return backend::SharedDir(ContextFor(user), assembly);
+}
+
+}  // namespace tarn::backend

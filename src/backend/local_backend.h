@@ -1,0 +1,195 @@
+// LocalBackend: the embedded backend that runs assemblies on this machine. It places
+// instances with tarn's scheduler and runs each one as a container under tarn-shim through a
+// runtime::ContainerRuntime, with the ContainerSpec that BuildContainerSpec makes of it.
+//
+// Placement calls are synchronous (the service loop makes them); the scheduler sits behind a
+// mutex so that the views may be read from other threads too. Container calls only queue
+// work and return: a small fixed pool of worker threads does it and reports through the
+// EventSink. Work for one instance (Launch, Stop, Recover, Cleanup) runs in the order it was
+// asked for, one piece at a time, so "Stop right after Launch" stops what Launch started;
+// readiness probes run apart from it (a probe blocks up to its timeout), as does
+// DestroyAssembly.
+//
+// Exits are found by polling: one monitor thread reads runtime.State() of every container it
+// watches each `poll_interval` (a few small file reads per container; the shim writes
+// exit.json when its container ends). Polling rather than a pidfd per shim because the state
+// files are the runtime's contract (also after a server restart, for shims this process
+// never started), because a lost shim (killed without writing exit.json) is only seen by
+// looking, and because one thread serves any number of containers. kExited comes exactly
+// once per container id; a lost container's ExitInfo is made up here and says so.
+//
+// Never two copies of one instance: every start of an instance uses the same shim
+// directory, and Launch refuses (kStartFailed) while the container found there still runs.
+// A container that ended there before is retired first: its logs (and exit.json) move to
+// the sibling `<instance>.previous/` directory (one generation, like `kubectl logs
+// --previous`) and the runtime removes the rest.
+//
+// Which container a shim directory holds: BuildContainerSpec puts TARN_CONTAINER_ID in the
+// environment and the runtime keeps the spec in <shim_dir>/spec.json; Recover and Stop read
+// it there. When spec.json cannot be read (or lacks the variable), the container found is
+// taken to be the one asked about.
+//
+// Containers outlive the backend by design: the destructor stops the threads (dropping work
+// not yet begun) and leaves every container running. The EventSink is called with an
+// internal lock held, so that the events of one instance come in order (kStarted before
+// kExited): it must return quickly; it may call this backend's methods (not the ...ForTest
+// ones). It is called until the destructor returns.
+//
+// All public methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/local_container.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "runtime/container_runtime.h"
+#include "runtime/run_as.h"
+#include "scheduler/scheduler.h"
+#include "service/backend.h"
+
+namespace tarn::backend {
+
+class KeyedWorkQueue;  // local_backend.cc: the worker pool
+
+class LocalBackend final : public service::Backend {
+ public:
+  struct Options {
+    // Placement: this machine as one node (several fake ones in tests), the queues (from
+    // scheduler::ParseQueues; "default" is added when missing) and the clock.
+    std::vector<scheduler::NodeSpec> nodes;
+    std::vector<scheduler::QueueConfig> queues;
+    const Clock* clock = nullptr;  // required; also stamps the exits made up here
+    // What every launch shares: state_dir (required), domain, bin_dir, limits, grace
+    // period. Its user, ip, container_id and run_as are filled for each instance.
+    LaunchContext launch;
+    // Who containers run as: YARN's rules for each user (runtime::ResolveRunAs), unless
+    // `run_as` fixes one account for all.
+    runtime::RunAsPolicy run_as_policy;
+    std::optional<runtime::RunAs> run_as;
+    // The address every instance binds (TARN_IP) and is probed at. One for all for now.
+    std::string ip = "127.0.0.1";
+    // Required; not owned; must outlive the backend and allow calls from several threads
+    // at once (ShimRuntime does: it keeps no state but its options).
+    runtime::ContainerRuntime* runtime = nullptr;
+    service::EventSink events;  // required
+    int worker_threads = 4;     // >= 1
+    // How often the monitor reads the state of each watched container; <= 0: no monitor
+    // thread (tests call CheckContainersForTest()).
+    std::chrono::milliseconds poll_interval{200};
+  };
+
+  static StatusOr<std::unique_ptr<LocalBackend>> Create(Options options);
+  // Stops the worker and monitor threads; leaves the containers running.
+  ~LocalBackend() override;
+
+  LocalBackend(const LocalBackend&) = delete;
+  LocalBackend& operator=(const LocalBackend&) = delete;
+
+  // ---- service::Backend ----
+  Status RequestPlacement(const spec::Assembly& assembly,
+                          const std::vector<service::InstanceRef>& members, bool gang) override;
+  std::vector<std::string> Place() override;
+  service::PlacementStatus GetPlacement(const std::string& key) const override;
+  Status RestorePlacement(const spec::Assembly& assembly, const service::InstanceRef& ref,
+                          const service::Placement& placement) override;
+  void ReleasePlacement(const std::string& key) override;
+
+  void Launch(const spec::Assembly& assembly, const service::InstanceRef& ref,
+              const service::Placement& placement, const std::string& container_id) override;
+  void Stop(const service::InstanceRef& ref, const std::string& container_id) override;
+  void Recover(const spec::Assembly& assembly, const service::InstanceRef& ref,
+               const std::string& container_id) override;
+  void Probe(const spec::Assembly& assembly, const service::InstanceRef& ref,
+             const std::string& container_id, const spec::ReadinessCheck& check) override;
+  // Retires the exited container (logs kept in <instance>.previous/ unless `logs`); with
+  // `logs`, the instance is gone for good: its work directory and old logs go too. Leaves
+  // a running container alone.
+  void Cleanup(const service::InstanceRef& ref, bool logs) override;
+  // Removes the assembly's shared, work and shim directories; the directories of a
+  // container that still runs are left.
+  void DestroyAssembly(const std::string& user, const std::string& assembly) override;
+
+  std::vector<scheduler::NodeUsage> Nodes() const override;
+  std::vector<scheduler::QueueUsage> Queues() const override;
+  // The current log file; when the shim directory has none (the instance was retired by
+  // Cleanup and not started again), the previous run's.
+  std::string LogFile(const service::InstanceRef& ref, bool stderr_stream) const override;
+  std::string SharedDir(const std::string& user, const std::string& assembly) const override;
+
+  // The previous run's log file ("" when there is none), for `tarn logs --previous`.
+  std::string PreviousLogFile(const service::InstanceRef& ref, bool stderr_stream) const;
+
+  // One pass of the monitor, on the calling thread.
+  void CheckContainersForTest();
+  // Returns once all the container work asked for so far is done.
+  void WaitForIdleForTest();
+
+ private:
+  struct Watched {
+    std::string container_id;
+    std::string shim_dir;
+  };
+
+  explicit LocalBackend(Options options, std::unique_ptr<scheduler::Scheduler> scheduler);
+
+  LaunchContext ContextFor(const std::string& user) const;
+  std::string ShimDirOf(const service::InstanceRef& ref) const;
+
+  // The work itself, on a pool thread, in order per instance.
+  void DoLaunch(const spec::Assembly& assembly, const service::InstanceRef& ref,
+                const service::Placement& placement, const std::string& container_id);
+  void DoStop(const service::InstanceRef& ref, const std::string& container_id);
+  void DoRecover(const service::InstanceRef& ref, const std::string& container_id);
+  void DoProbe(const spec::Assembly& assembly, const service::InstanceRef& ref,
+               const std::string& container_id, const spec::ReadinessCheck& check);
+  void DoCleanup(const service::InstanceRef& ref, bool logs);
+  void DoDestroyAssembly(const std::string& user, const std::string& assembly);
+
+  // Retires the ended container in `shim_dir` (reporting its exit first if it is the one
+  // watched): logs to the previous/ directory unless `keep_logs` is false, then Remove.
+  Status Retire(const std::string& key, const std::string& shim_dir,
+                const runtime::ContainerState& state, bool keep_logs);
+
+  void Emit(service::BackendEvent event);  // REQUIRES: mu_ held
+  void EmitStartFailed(const std::string& key, const std::string& container_id,
+                       const std::string& detail);
+  // Emits kStarted and watches the container from now on.
+  void StartedAndWatch(const std::string& key, const std::string& container_id,
+                       const std::string& shim_dir);
+  // Emits kExited for `container_id` unless it was already reported (or, with
+  // `only_if_watched`, unless it is no longer the container watched); stops watching it.
+  void ReportExit(const std::string& key, const std::string& container_id, runtime::ExitInfo exit,
+                  bool only_if_watched = false);
+  runtime::ExitInfo MadeUpExit(const std::string& diagnostics) const;
+
+  void MonitorLoop();
+  void CheckContainers();  // one pass of the monitor
+
+  const Options options_;
+
+  mutable std::mutex scheduler_mu_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;  // guarded by scheduler_mu_
+
+  std::mutex mu_;  // guards the two maps below and every call of options_.events
+  std::unordered_map<std::string, Watched> watched_;  // by instance key: its running container
+  // By instance key: the last few containers whose kExited was sent ("exactly once").
+  std::unordered_map<std::string, std::vector<std::string>> exit_reported_;
+
+  std::mutex monitor_mu_;
+  std::condition_variable monitor_cv_;
+  bool stopping_ = false;  // guarded by monitor_mu_
+  std::thread monitor_;
+
+  std::unique_ptr<KeyedWorkQueue> work_;  // last: its threads use everything above
+};
+
+}  // namespace tarn::backend
