@@ -1,0 +1,116 @@
+#include "api/json_views.h"
+
+namespace tarn::api {
+namespace {
+
+using json = nlohmann::json;
+
+json ContainerJson(const service::InstanceStatus& i) {
+  return json{{"id", i.container_id},
+              {"component_instance_name", i.name},
+              {"hostname", i.hostname},
+              {"ip", i.ip},
+              {"bare_host", i.node},
+              {"state", i.state},
+              {"launch_time", i.launch_time},
+              {"diagnostics", i.diagnostics},
+              {"gpus", i.gpus},
+              {"restarts", i.restarts},
+              {"last_exit", i.last_exit}};
+}
+
+json ResourcesJson(const scheduler::Resources& r) {
+  return json{{"vcores", r.vcores}, {"memory_mb", r.memory_mib}, {"gpus", r.gpus}};
+}
+
+}  // namespace
+
+json ServiceJson(const service::AssemblyStatus& a) {
+  json out = json::parse(a.spec_json, nullptr, /*allow_exceptions=*/false);
+  if (!out.is_object()) out = json::object();
+  out["name"] = a.name;
+  out["user"] = a.user;
+  out["queue"] = a.queue;
+  out["state"] = a.state;
+  out["diagnostics"] = a.diagnostics;
+  out["launch_time"] = a.created_ms;
+  out["lifetime"] = a.lifetime_remaining_s;
+  out["shared_dir"] = a.shared_dir;
+  json components = json::array();
+  const json spec_components = out.contains("components") && out["components"].is_array()
+                                   ? out["components"]
+                                   : json::array();
+  for (const service::ComponentStatus& c : a.components) {
+    json comp = json::object();
+    for (const json& sc : spec_components) {
+      if (sc.is_object() && sc.value("name", "") == c.name) comp = sc;
+    }
+    comp["name"] = c.name;
+    comp["number_of_containers"] = c.number_of_containers;
+    comp["state"] = c.state;
+    comp["diagnostics"] = c.diagnostics;
+    comp["ready_containers"] = c.ready;
+    json containers = json::array();
+    for (const auto& i : c.instances) containers.push_back(ContainerJson(i));
+    comp["containers"] = std::move(containers);
+    components.push_back(std::move(comp));
+  }
+  out["components"] = std::move(components);
+  return out;
+}
+
+json ServiceSummaryJson(const service::AssemblyStatus& a) {
+  json comps = json::array();
+  for (const auto& c : a.components) {
+    comps.push_back(json{{"name", c.name},
+                         {"state", c.state},
+                         {"number_of_containers", c.number_of_containers},
+                         {"ready_containers", c.ready}});
+  }
+  return json{{"name", a.name},
+              {"user", a.user},
+              {"queue", a.queue},
+              {"state", a.state},
+              {"diagnostics", a.diagnostics},
+              {"launch_time", a.created_ms},
+              {"lifetime", a.lifetime_remaining_s},
+              {"components", std::move(comps)}};
+}
+
+json NodesJson(const std::vector<scheduler::NodeUsage>& nodes) {
+  json out = json::array();
+  for (const auto& n : nodes) {
+    out.push_back(json{{"name", n.name},
+                       {"capacity", ResourcesJson(n.capacity)},
+                       {"free", ResourcesJson(n.free)},
+                       {"free_gpus", n.free_gpus}});
+  }
+  return out;
+}
+
+json QueuesJson(const std::vector<scheduler::QueueUsage>& queues) {
+  json out = json::array();
+  for (const auto& q : queues) {
+    out.push_back(json{{"name", q.config.name},
+                       {"capacity", q.config.guaranteed_share * 100},
+                       {"maximum_capacity", q.config.maximum_share * 100},
+                       {"used", ResourcesJson(q.used)},
+                       {"share", q.share},
+                       {"pending", q.pending}});
+  }
+  return out;
+}
+
+json EventsJson(const std::vector<service::Event>& events) {
+  json out = json::array();
+  for (const auto& e : events) {
+    out.push_back(json{{"time", e.time_ms},
+                       {"component", e.component},
+                       {"instance", e.instance},
+                       {"type", e.type},
+                       {"message", e.message}});
+  }
+  return out;
+}
+
+}  // namespace tarn::api

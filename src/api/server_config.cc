@@ -1,0 +1,135 @@
+#include "api/server_config.h"
+
+#include <arpa/inet.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/dns_name.h"
+
+namespace tarn::api {
+namespace {
+
+using json = nlohmann::json;
+
+Status Bad(const std::string& source, const std::string& key, const std::string& what) {
+  return InvalidArgumentError(source + ": " + key + ": " + what);
+}
+
+StatusOr<int64_t> PositiveInt(const json& v, const std::string& source, const std::string& key,
+                              int64_t min) {
+  if (!v.is_number_integer() || v.get<int64_t>() < min) {
+    return Bad(source, key,
+               "expected a whole number >= " + std::to_string(min) + ", got " + v.dump());
+  }
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::string& source) {
+  ServerConfig c;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    return InvalidArgumentError(source + ": not valid JSON: " + e.what());
+  }
+  if (!j.is_object()) return InvalidArgumentError(source + ": expected a JSON object");
+  json queues = json::array();
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    if (k == "domain") {
+      if (!v.is_string() || !IsDnsName(v.get<std::string>())) {
+        return Bad(source, k, "expected a DNS name such as \"tarn\", got " + v.dump());
+      }
+      c.domain = v.get<std::string>();
+    } else if (k == "queues") {
+      if (!v.is_array()) return Bad(source, k, "expected a list of queues");
+      queues = v;
+    } else if (k == "nodes") {
+      if (!v.is_array() || v.empty()) return Bad(source, k, "expected a non-empty list of nodes");
+      for (size_t n = 0; n < v.size(); ++n) {
+        const std::string at = k + "[" + std::to_string(n) + "]";
+        const json& node = v[n];
+        if (!node.is_object()) return Bad(source, at, "expected an object");
+        scheduler::NodeSpec spec;
+        for (auto f = node.begin(); f != node.end(); ++f) {
+          const std::string fk = at + "." + f.key();
+          if (f.key() == "name") {
+            if (!f->is_string() || !IsDnsLabel(f->get<std::string>())) {
+              return Bad(source, fk, "expected a DNS label, got " + f->dump());
+            }
+            spec.name = f->get<std::string>();
+          } else if (f.key() == "vcores") {
+            ASSIGN_OR_RETURN(spec.vcores, PositiveInt(*f, source, fk, 1));
+          } else if (f.key() == "memory_mb") {
+            ASSIGN_OR_RETURN(spec.memory_mib, PositiveInt(*f, source, fk, 1));
+          } else if (f.key() == "gpus") {
+            ASSIGN_OR_RETURN(int64_t g, PositiveInt(*f, source, fk, 0));
+            if (g > 64) return Bad(source, fk, "at most 64 GPUs per node");
+            for (int64_t i = 0; i < g; ++i) {
+              spec.gpus.push_back({static_cast<int>(i), "fake GPU", 0});
+            }
+          } else {
+            return Bad(source, fk, "unknown field (expected name, vcores, memory_mb, gpus)");
+          }
+        }
+        if (spec.name.empty() || spec.vcores == 0 || spec.memory_mib == 0) {
+          return Bad(source, at, "name, vcores and memory_mb are required");
+        }
+        for (const auto& other : c.nodes) {
+          if (other.name == spec.name)
+            return Bad(source, at + ".name", "duplicate node " + spec.name);
+        }
+        c.nodes.push_back(std::move(spec));
+      }
+    } else if (k == "reserve_mb") {
+      ASSIGN_OR_RETURN(c.reserve_mib, PositiveInt(v, source, k, 0));
+    } else if (k == "instance_ip") {
+      in_addr addr{};
+      if (!v.is_string() || ::inet_pton(AF_INET, v.get<std::string>().c_str(), &addr) != 1) {
+        return Bad(source, k, "expected an IPv4 address, got " + v.dump());
+      }
+      c.instance_ip = v.get<std::string>();
+    } else if (k == "probe_interval_ms") {
+      ASSIGN_OR_RETURN(int64_t ms, PositiveInt(v, source, k, 10));
+      c.probe_interval = std::chrono::milliseconds(ms);
+    } else if (k == "worker_threads") {
+      ASSIGN_OR_RETURN(int64_t n, PositiveInt(v, source, k, 1));
+      if (n > 256) return Bad(source, k, "at most 256");
+      c.worker_threads = static_cast<int>(n);
+    } else if (k == "restart") {
+      if (!v.is_object()) return Bad(source, k, "expected an object");
+      for (auto f = v.begin(); f != v.end(); ++f) {
+        const std::string fk = k + "." + f.key();
+        ASSIGN_OR_RETURN(int64_t ms, PositiveInt(*f, source, fk, 1));
+        auto d = std::chrono::milliseconds(ms);
+        if (f.key() == "initial_backoff_ms") {
+          c.restart.initial_backoff = d;
+        } else if (f.key() == "max_backoff_ms") {
+          c.restart.max_backoff = d;
+        } else if (f.key() == "healthy_reset_ms") {
+          c.restart.healthy_reset = d;
+        } else {
+          return Bad(source, fk,
+                     "unknown field (expected initial_backoff_ms, max_backoff_ms, "
+                     "healthy_reset_ms)");
+        }
+      }
+      if (c.restart.max_backoff < c.restart.initial_backoff) {
+        return Bad(source, k, "max_backoff_ms is below initial_backoff_ms");
+      }
+    } else {
+      return Bad(source, k,
+                 "unknown key (expected domain, queues, nodes, reserve_mb, instance_ip, "
+                 "probe_interval_ms, worker_threads, restart)");
+    }
+  }
+  auto parsed = scheduler::ParseQueues(queues);
+  if (!parsed.ok()) return InvalidArgumentError(source + ": " + parsed.status().message());
+  c.queues = std::move(*parsed);
+  return c;
+}
+
+}  // namespace tarn::api

@@ -1,0 +1,45 @@
+// The daemon's configuration file (`tarn server --config FILE`): JSON, every key optional.
+//
+//   {
+//     "domain": "tarn",                       // DNS domain of instance names
+//     "queues": [{"name": "research", "capacity": 60, "maximum-capacity": 100,
+//                 "acl_submit_applications": "alice,bob"}],   // YARN capacity-scheduler names
+//     "nodes": [{"name": "node-1", "vcores": 64, "memory_mb": 262144, "gpus": 0}],
+//                                             // a node inventory instead of this machine
+//     "reserve_mb": 1024,                     // memory kept back from this machine
+//     "instance_ip": "127.0.0.1",             // the address instances bind (TARN_IP)
+//     "probe_interval_ms": 1000,              // between readiness probes of an instance
+//     "worker_threads": 4,                    // the backend's container workers
+//     "restart": {"initial_backoff_ms": 1000, "max_backoff_ms": 300000,
+//                 "healthy_reset_ms": 600000} // defaults; components' yarn.service.* win
+//   }
+//
+// Unknown keys and wrong types are errors naming the key, so a typo is never ignored.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "scheduler/queue_config.h"
+#include "scheduler/resources.h"
+#include "service/restart_policy.h"
+
+namespace tarn::api {
+
+struct ServerConfig {
+  std::string domain = "tarn";
+  std::vector<scheduler::QueueConfig> queues;  // ParseQueues'd; includes "default"
+  std::vector<scheduler::NodeSpec> nodes;      // empty: this machine
+  int64_t reserve_mib = 1024;
+  std::string instance_ip = "127.0.0.1";
+  std::chrono::milliseconds probe_interval{1000};
+  int worker_threads = 4;
+  service::RestartOptions restart;
+};
+
+// `source` names the file in errors.
+StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::string& source);
+
+}  // namespace tarn::api

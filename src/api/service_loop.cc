@@ -1,0 +1,87 @@
+#include "api/service_loop.h"
+
+#include <algorithm>
+#include <future>
+
+namespace tarn::api {
+
+ServiceLoop::ServiceLoop(const Clock& clock, std::chrono::milliseconds max_idle)
+    : clock_(clock), max_idle_(max_idle) {}
+
+ServiceLoop::~ServiceLoop() { Stop(); }
+
+void ServiceLoop::Start(service::Manager* manager) {
+  manager_ = manager;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ServiceLoop::Stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard lock(mu_);
+  stopped_ = true;
+}
+
+void ServiceLoop::Post(service::BackendEvent event) {
+  {
+    std::lock_guard lock(mu_);
+    if (stopped_) return;
+    tasks_.push_back([this, e = std::move(event)] {
+      manager_->Handle(e);
+      ++events_;
+    });
+  }
+  cv_.notify_one();
+}
+
+bool ServiceLoop::Call(const std::function<void(service::Manager&)>& f) {
+  std::promise<void> done;
+  std::future<void> finished = done.get_future();
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || stopped_) return false;
+    tasks_.push_back([this, &f, &done] {
+      f(*manager_);
+      ++calls_;
+      done.set_value();
+    });
+  }
+  cv_.notify_one();
+  finished.wait();
+  return true;
+}
+
+uint64_t ServiceLoop::events_handled() const { return events_.load(); }
+
+uint64_t ServiceLoop::calls_handled() const { return calls_.load(); }
+
+void ServiceLoop::Run() {
+  for (;;) {
+    std::deque<std::function<void()>> batch;
+    {
+      std::unique_lock lock(mu_);
+      if (tasks_.empty() && !stopping_) {
+        // Sleep until the manager's next deadline, measured on its clock.
+        auto wait = max_idle_;
+        if (auto next = manager_->NextDeadline()) {
+          auto until = std::chrono::duration_cast<std::chrono::milliseconds>(*next - clock_.Now());
+          wait = std::clamp(until + std::chrono::milliseconds(1), std::chrono::milliseconds(0),
+                            max_idle_);
+        }
+        cv_.wait_for(lock, wait, [this] { return !tasks_.empty() || stopping_; });
+      }
+      batch.swap(tasks_);
+      if (batch.empty() && stopping_) return;
+    }
+    // Tasks run without the lock: they call the backend, which may Post() at once.
+    for (auto& task : batch) task();
+    auto next = manager_->NextDeadline();
+    if (batch.empty() || (next && *next <= clock_.Now())) manager_->Tick();
+  }
+}
+
+}  // namespace tarn::api

@@ -1,0 +1,58 @@
+// ServiceLoop: the one thread that owns the service::Manager. HTTP handler threads and the
+// backend's threads never touch the Manager; they hand it work through this loop: Post()
+// a backend event, Call() a function and wait for it. Between inputs the loop sleeps until
+// the Manager's next deadline (restart backoffs, probes, lifetimes), at most `max_idle`.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "common/clock.h"
+#include "service/manager.h"
+
+namespace tarn::api {
+
+class ServiceLoop {
+ public:
+  explicit ServiceLoop(const Clock& clock,
+                       std::chrono::milliseconds max_idle = std::chrono::milliseconds(1000));
+  ~ServiceLoop();  // Stop()s
+  ServiceLoop(const ServiceLoop&) = delete;
+  ServiceLoop& operator=(const ServiceLoop&) = delete;
+
+  // Starts the thread. Events posted before are kept and handled first.
+  void Start(service::Manager* manager);
+  // Runs what is queued, then ends the thread. Later Call()s fail.
+  void Stop();
+
+  // Thread-safe. The BackendEvent sink.
+  void Post(service::BackendEvent event);
+  // Thread-safe: runs `f` on the loop thread and waits for it. False when the loop has
+  // stopped (f did not run). Must not be called from the loop thread itself.
+  bool Call(const std::function<void(service::Manager&)>& f);
+
+  // How many backend events it handled, and how many calls: for /metrics.
+  uint64_t events_handled() const;
+  uint64_t calls_handled() const;
+
+ private:
+  void Run();
+
+  const Clock& clock_;
+  const std::chrono::milliseconds max_idle_;
+  service::Manager* manager_ = nullptr;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> tasks_;
+  bool stopping_ = false;
+  bool stopped_ = false;
+  std::atomic<uint64_t> events_{0};
+  std::atomic<uint64_t> calls_{0};
+  std::thread thread_;
+};
+
+}  // namespace tarn::api
