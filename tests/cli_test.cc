@@ -138,7 +138,9 @@ TEST(ValidateTest, UnknownCommandIsNamed) {
   CommandResult run = RunTarn({"lanch", "x.json"}, "/tmp");
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
-            "tarn: unknown command \"lanch\" (commands: validate, explain; see tarn --help)\n");
+            "tarn: unknown command \"lanch\" (commands: validate, explain, launch, list, status, "
+            "flex, stop, start, destroy, logs, nodes, queues, events, server, run; see tarn "
+            "--help)\n");
 }
 
 TEST(ExplainTest, MatchesGoldenFiles) {

@@ -1,7 +1,9 @@
 // The verbs of the tarn binary. Each returns the process exit status: 0 success, 1 the input
-// was rejected (errors printed on stderr), 2 usage.
+// was rejected (errors printed on stderr), 2 usage. Each is called once, from main.
 #pragma once
 
+#include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -14,5 +16,64 @@ struct AssemblyFlags {
 
 int RunValidate(const std::vector<std::string>& files, const AssemblyFlags& flags);
 int RunExplain(const std::string& file, const std::string& output, const AssemblyFlags& flags);
+
+// The client verbs talk to `tarn server` (docs/api.md). Each prints a server error or an
+// unreachable server as one line "tarn: ..." on stderr and returns 1; a bad --addr or an
+// unknown account is a usage error (2).
+struct ClientFlags {
+  std::string addr;             // empty: $TARN_ADDR, else 127.0.0.1:8088
+  std::string user;             // empty: $TARN_USER, else the account
+  std::string output = "text";  // "text" (aligned tables) or "json" (the API's JSON)
+};
+
+struct LaunchFlags {
+  std::string file;
+  bool wait = false;     // poll until STABLE/SUCCEEDED (0), FAILED/STOPPED (1), timeout (124)
+  double timeout_s = 0;  // with wait; 0: none
+  std::string domain = "tarn";
+};
+
+struct LogsFlags {
+  std::string name;
+  std::string instance;
+  bool follow = false;
+  bool stderr_stream = false;  // the instance's stderr instead of its stdout
+  int64_t tail_bytes = -1;     // >= 0: only the last BYTES
+};
+
+int RunLaunch(const LaunchFlags& launch, const ClientFlags& flags);
+
+// What `tarn launch` sends: FILE read and validated exactly as `tarn validate` does (the
+// diagnostics printed on stderr), made self-contained (launch_body.h). 0, or the exit status.
+struct PreparedLaunch {
+  std::string name;
+  bool want_stopped = false;  // the file asks for state STOPPED
+  nlohmann::json body;
+};
+int PrepareLaunch(const std::string& file, const std::string& user_label, const std::string& domain,
+                  PreparedLaunch* out);
+
+struct RunFlags {
+  std::string file;       // the assembly file
+  double timeout_s = 0;   // 0: none
+  std::string user;       // empty: $TARN_USER, else the account
+  std::string state_dir;  // empty: a fresh temporary directory, removed at the end
+  int fake_gpus = -1;
+};
+// `tarn run FILE` (run_command.cc): an in-process server on a free port, the assembly
+// launched into it, live progress on stdout, until it finishes (0 SUCCEEDED, 1 FAILED), the
+// timeout (124) or Ctrl-C (130); then everything is destroyed.
+int RunForeground(const RunFlags& run);
+int RunList(const ClientFlags& flags);
+int RunStatus(const std::string& name, const ClientFlags& flags);
+int RunFlex(const std::string& name, const std::string& component, int64_t count,
+            const ClientFlags& flags);
+int RunStop(const std::string& name, const ClientFlags& flags);
+int RunStart(const std::string& name, const ClientFlags& flags);
+int RunDestroy(const std::string& name, const ClientFlags& flags);
+int RunLogs(const LogsFlags& logs, const ClientFlags& flags);
+int RunNodes(const ClientFlags& flags);
+int RunQueues(const ClientFlags& flags);
+int RunEvents(const std::string& name, const ClientFlags& flags);
 
 }  // namespace tarn::cli

@@ -1,8 +1,18 @@
 // The tarn binary: one command line for every verb (DESIGN.md, "Contracts").
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <set>
 
+#include "api/server_command.h"
 #include "cli/commands.h"
+
+namespace {
+
+constexpr char kCommands[] =
+    "validate, explain, launch, list, status, flex, stop, start, destroy, logs, nodes, queues, "
+    "events, server, run";
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"tarn: run machine-learning assemblies on shared CPU/GPU machines"};
@@ -35,10 +45,120 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_assembly_flags(explain);
 
+  // The client verbs: they talk to `tarn server`.
+  tarn::cli::ClientFlags client;
+  auto add_client_flags = [&client](CLI::App* cmd, bool prints_json) {
+    cmd->add_option("--addr", client.addr,
+                    "the server, HOST:PORT or http://HOST:PORT (default: $TARN_ADDR, else "
+                    "127.0.0.1:8088)");
+    cmd->add_option("--user", client.user,
+                    "act as this user (default: $TARN_USER, else the account you run as)");
+    if (prints_json) {
+      cmd->add_option("-o,--output", client.output, "text or json (the API's JSON)")
+          ->check(CLI::IsMember({"text", "json"}))
+          ->capture_default_str();
+    }
+  };
+
+  tarn::cli::LaunchFlags launch_flags;
+  CLI::App* launch = app.add_subcommand(
+      "launch",
+      "validate an assembly file and submit it to the server; with --wait, follow it until "
+      "it is STABLE or SUCCEEDED (0), FAILED or STOPPED (1) or the timeout (124)");
+  launch->add_option("FILE", launch_flags.file, "assembly file (JSON or YAML)")->required();
+  launch->add_flag("--wait", launch_flags.wait, "wait until the assembly is up");
+  launch->add_option("--timeout", launch_flags.timeout_s, "with --wait: give up after S seconds")
+      ->check(CLI::NonNegativeNumber);
+  launch->add_option("--domain", launch_flags.domain, "DNS domain of instance names")
+      ->capture_default_str();
+  add_client_flags(launch, true);
+
+  CLI::App* list = app.add_subcommand("list", "list your assemblies");
+  add_client_flags(list, true);
+
+  std::string name;
+  CLI::App* status =
+      app.add_subcommand("status", "show an assembly, its components and every instance");
+  status->add_option("NAME", name, "assembly name")->required();
+  add_client_flags(status, true);
+
+  std::string component;
+  int64_t count = 0;
+  CLI::App* flex = app.add_subcommand("flex", "change the number of instances of a component");
+  flex->add_option("NAME", name, "assembly name")->required();
+  flex->add_option("COMPONENT", component, "component name")->required();
+  flex->add_option("N", count, "number of instances")->required()->check(CLI::NonNegativeNumber);
+  add_client_flags(flex, true);
+
+  CLI::App* stop = app.add_subcommand("stop", "stop every instance; the assembly is kept");
+  stop->add_option("NAME", name, "assembly name")->required();
+  add_client_flags(stop, true);
+
+  CLI::App* start = app.add_subcommand("start", "start a stopped assembly again");
+  start->add_option("NAME", name, "assembly name")->required();
+  add_client_flags(start, true);
+
+  CLI::App* destroy =
+      app.add_subcommand("destroy", "stop an assembly and delete it with its shared directory");
+  destroy->add_option("NAME", name, "assembly name")->required();
+  add_client_flags(destroy, true);
+
+  tarn::cli::LogsFlags logs_flags;
+  CLI::App* logs = app.add_subcommand("logs", "print an instance's output");
+  logs->add_option("NAME", logs_flags.name, "assembly name")->required();
+  logs->add_option("INSTANCE", logs_flags.instance, "instance name, e.g. worker-0")->required();
+  logs->add_flag("-f,--follow", logs_flags.follow, "keep printing until the instance's run ends");
+  logs->add_flag("--stderr", logs_flags.stderr_stream, "its stderr instead of its stdout");
+  logs->add_option("--tail", logs_flags.tail_bytes, "only the last BYTES")
+      ->check(CLI::NonNegativeNumber);
+  add_client_flags(logs, false);
+
+  CLI::App* nodes = app.add_subcommand("nodes", "list the nodes and their free resources");
+  add_client_flags(nodes, true);
+
+  CLI::App* queues = app.add_subcommand("queues", "list the queues and their use");
+  add_client_flags(queues, true);
+
+  CLI::App* events = app.add_subcommand("events", "list what happened to an assembly");
+  events->add_option("NAME", name, "assembly name")->required();
+  add_client_flags(events, true);
+
+  // The daemon.
+  tarn::api::ServerFlags server_flags;
+  CLI::App* server = app.add_subcommand("server", "run the tarn server in the foreground");
+  server->add_option("--listen", server_flags.listen, "HOST:PORT to serve the REST API on")
+      ->capture_default_str();
+  server->add_option("--state-dir", server_flags.state_dir,
+                     "where assemblies are kept (default: /var/lib/tarn as root, else "
+                     "~/.local/state/tarn)");
+  server->add_option("--config", server_flags.config, "JSON file of queues, nodes, defaults");
+  server
+      ->add_option("--fake-gpus", server_flags.fake_gpus,
+                   "pretend the node has N GPUs (for testing)")
+      ->check(CLI::NonNegativeNumber);
+
+  tarn::cli::RunFlags run_flags;
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "run an assembly in the foreground with a private server until it finishes "
+      "(0 SUCCEEDED, 1 FAILED, 124 timeout, 130 Ctrl-C), then destroy it");
+  run->add_option("FILE", run_flags.file, "assembly file (JSON or YAML)")->required();
+  run->add_option("--timeout", run_flags.timeout_s, "give up after S seconds")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--state-dir", run_flags.state_dir,
+                  "where to keep state (default: a temporary directory, removed at the end)");
+  run->add_option("--fake-gpus", run_flags.fake_gpus, "pretend the node has N GPUs")
+      ->check(CLI::NonNegativeNumber);
+  run->add_option("--user", run_flags.user,
+                  "act as this user (default: $TARN_USER, else the account you run as)");
+
+  const std::set<std::string> known = {"validate", "explain", "launch", "list",    "status",
+                                       "flex",     "stop",    "start",  "destroy", "logs",
+                                       "nodes",    "queues",  "events", "server",  "run"};
   const std::string first = argc > 1 ? argv[1] : "";
-  if (!first.empty() && first[0] != '-' && first != "validate" && first != "explain") {
-    std::cerr << "tarn: unknown command \"" << first << "\" (commands: validate, explain; "
-              << "see tarn --help)\n";
+  if (!first.empty() && first[0] != '-' && known.count(first) == 0) {
+    std::cerr << "tarn: unknown command \"" << first << "\" (commands: " << kCommands
+              << "; see tarn --help)\n";
     return 2;
   }
   try {
@@ -53,7 +173,21 @@ int main(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
-  if (*validate) return tarn::cli::RunValidate(validate_files, flags);
-  if (*explain) return tarn::cli::RunExplain(explain_file, output, flags);
+  using namespace tarn::cli;  // NOLINT: the Run* verbs below
+  if (*validate) return RunValidate(validate_files, flags);
+  if (*explain) return RunExplain(explain_file, output, flags);
+  if (*launch) return RunLaunch(launch_flags, client);
+  if (*list) return RunList(client);
+  if (*status) return RunStatus(name, client);
+  if (*flex) return RunFlex(name, component, count, client);
+  if (*stop) return RunStop(name, client);
+  if (*start) return RunStart(name, client);
+  if (*destroy) return RunDestroy(name, client);
+  if (*logs) return RunLogs(logs_flags, client);
+  if (*nodes) return RunNodes(client);
+  if (*queues) return RunQueues(client);
+  if (*events) return RunEvents(name, client);
+  if (*server) return tarn::api::RunServerCommand(server_flags);
+  if (*run) return tarn::cli::RunForeground(run_flags);
   return 2;
 }

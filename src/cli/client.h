@@ -1,0 +1,94 @@
+// The CLI's client of tarn's REST API (docs/api.md): finds the server, names the user on
+// every request, and turns every failure into one Status whose message is the line the CLI
+// prints after "tarn: " (the server's diagnostics and the HTTP status, or why the server
+// could not be reached). Create() -> any number of calls; one ApiClient is used by one
+// thread at a time (it keeps an HTTP connection).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace tarn::cli {
+
+inline constexpr char kDefaultServerAddress[] = "127.0.0.1:8088";
+
+struct ServerAddress {
+  std::string host;
+  int port = 8088;
+
+  // "HOST:PORT" ("[::1]:8088" for an IPv6 address), as messages name the server.
+  std::string ToString() const;
+};
+
+// Parses "HOST:PORT", "HOST" (port 8088) or "http://HOST:PORT[/]". https and paths are
+// refused with a message that says so.
+StatusOr<ServerAddress> ParseServerAddress(std::string_view text);
+
+// Percent-encodes everything but RFC 3986's unreserved characters (A-Z a-z 0-9 - . _ ~), for
+// a query value or a path segment.
+std::string UrlEncode(std::string_view text);
+
+// Query parameters besides user.name, in order.
+using Query = std::vector<std::pair<std::string, std::string>>;
+
+// The one-line message of an error answer: the "diagnostics" of its JSON body (or the body
+// itself, or the reason phrase when it has neither), lines joined with "; ", then
+// " (HTTP <status>)".
+std::string FormatHttpError(int status, std::string_view body);
+
+class ApiClient {
+ public:
+  struct Options {
+    ServerAddress address;
+    std::string user;  // sent as user.name on every request
+    int64_t connect_timeout_ms = 10000;
+    int64_t read_timeout_ms = 120000;
+  };
+
+  static std::unique_ptr<ApiClient> Create(Options options);
+  ~ApiClient();
+  ApiClient(const ApiClient&) = delete;
+  ApiClient& operator=(const ApiClient&) = delete;
+
+  // Each sends one request to `path` (already encoded, e.g. "/app/v1/services/sleeper") and
+  // returns the JSON body of a 2xx answer. Statuses: kUnavailable when the server cannot be
+  // reached, kNotFound / kInvalidArgument / kAlreadyExists / ... for 4xx and 5xx answers,
+  // kDataLoss for a 2xx body that is not JSON.
+  StatusOr<nlohmann::json> Get(std::string_view path, const Query& query = {});
+  StatusOr<nlohmann::json> Post(std::string_view path, const nlohmann::json& body);
+  StatusOr<nlohmann::json> Put(std::string_view path, const nlohmann::json& body);
+  StatusOr<nlohmann::json> Delete(std::string_view path);
+
+  // GETs `path` and hands the body of a 200 answer to `sink` piece by piece as it arrives
+  // (a chunked log follows forever); `sink` returns false to stop. With `no_idle_timeout`
+  // the connection may stay silent for days (a followed log that is quiet).
+  Status Stream(std::string_view path, const Query& query,
+                const std::function<bool(std::string_view)>& sink, bool no_idle_timeout);
+
+  const ServerAddress& address() const { return options_.address; }
+
+ private:
+  explicit ApiClient(Options options);
+
+  // path?user.name=U&k=v...
+  std::string Target(std::string_view path, const Query& query) const;
+  // The Status of a request that got no answer.
+  Status ConnectionError(int httplib_error) const;
+
+  Options options_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+}  // namespace tarn::cli

@@ -1,0 +1,28 @@
+// What every client verb does first and last: pick the server and the user from the flags
+// and the environment, and print results and errors the same way. Used by main's thread.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/client.h"
+#include "cli/commands.h"
+#include "common/status.h"
+
+namespace tarn::cli {
+
+// The client for --addr / $TARN_ADDR / 127.0.0.1:8088 acting as --user / $TARN_USER / the
+// account. On a bad address or an unknown account prints why and returns null with
+// *exit_code = 2.
+std::unique_ptr<ApiClient> OpenClient(const ClientFlags& flags, int* exit_code);
+
+// Prints "tarn: <message>" on stderr; returns 1.
+int PrintError(const Status& status);
+
+// Pretty JSON on stdout (invalid UTF-8 replaced, never thrown).
+void PrintJson(const nlohmann::json& value);
+
+// Milliseconds since the Unix epoch, for ages.
+int64_t NowMs();
+
+}  // namespace tarn::cli

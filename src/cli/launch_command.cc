@@ -1,0 +1,168 @@
+// tarn launch FILE [--wait]: validates the assembly file exactly as `tarn validate` does,
+// posts it with its local files inlined, and optionally follows it until it is up.
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <thread>
+
+#include "cli/api_format.h"
+#include "cli/client_session.h"
+#include "cli/commands.h"
+#include "cli/identity.h"
+#include "cli/launch_body.h"
+#include "common/dns_name.h"
+#include "common/file.h"
+#include "spec/document.h"
+#include "spec/parser.h"
+
+namespace tarn::cli {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr auto kPollInterval = std::chrono::milliseconds(250);
+constexpr size_t kMaxAssemblyFileBytes = 16u << 20;  // as spec::LoadAssemblyFile
+constexpr size_t kMaxBodyBytes = 4u << 20;           // the server's limit (413 beyond)
+constexpr int kTimedOutExit = 124;                   // as timeout(1) and `tarn run`
+
+// Reads each local file once, so that the bytes sent are the bytes that were validated.
+class CachingFileReader {
+ public:
+  StatusOr<std::string> Read(const std::string& path) {
+    if (auto it = cache_.find(path); it != cache_.end()) return it->second;
+    auto content = ReadFileToString(path, spec::kMaxInlineFileBytes);
+    if (content.ok()) cache_.emplace(path, *content);
+    return content;
+  }
+
+ private:
+  std::map<std::string, std::string> cache_;
+};
+
+std::string StringField(const json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// Polls the service until it settles. Progress goes to stdout, or to stderr when stdout
+// carries JSON.
+int Wait(ApiClient& client, const std::string& name, bool want_stopped, double timeout_s,
+         const ClientFlags& flags) {
+  std::ostream& progress = flags.output == "json" ? std::cerr : std::cout;
+  const auto start = std::chrono::steady_clock::now();
+  const std::string path = "/app/v1/services/" + UrlEncode(name);
+  std::string last_line;
+  for (;;) {
+    auto service = client.Get(path);
+    if (!service.ok()) return PrintError(service.status());
+    std::string line = FormatProgress(*service);
+    if (line != last_line) {
+      progress << line << std::endl;
+      last_line = line;
+    }
+    const std::string state = StringField(*service, "state");
+    const bool done = want_stopped ? state == "STOPPED" : state == "STABLE" || state == "SUCCEEDED";
+    if (done) {
+      if (flags.output == "json") PrintJson(*service);
+      return 0;
+    }
+    if (state == "FAILED" || state == "STOPPED") {
+      std::string diagnostics = StringField(*service, "diagnostics");
+      std::cerr << "tarn: " << name << " is " << state
+                << (diagnostics.empty() ? "" : ": " + diagnostics) << "\n";
+      return 1;
+    }
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (timeout_s > 0 && elapsed >= timeout_s) {
+      std::cerr << "tarn: " << name << " is not up after " << timeout_s << "s: " << line << "\n";
+      return kTimedOutExit;
+    }
+    std::this_thread::sleep_for(kPollInterval);
+  }
+}
+
+void PrintDiagnostics(const std::string& file, const std::vector<spec::Diagnostic>& diags) {
+  for (const spec::Diagnostic& d : diags) std::cerr << spec::FormatDiagnostic(file, d) << "\n";
+}
+
+}  // namespace
+
+int PrepareLaunch(const std::string& file, const std::string& user_label, const std::string& domain,
+                  PreparedLaunch* out) {
+  spec::ParseOptions options;
+  options.domain = domain;
+  options.user = user_label;
+  auto text = ReadFileToString(file, kMaxAssemblyFileBytes);
+  if (!text.ok()) {
+    // LoadAssemblyFile words a missing file as `tarn validate` does.
+    PrintDiagnostics(file, spec::LoadAssemblyFile(file, options).diagnostics);
+    return 1;
+  }
+  // The same base directory and reader that spec::LoadAssemblyFile would use.
+  const size_t slash = file.rfind('/');
+  options.base_dir = slash == std::string::npos ? "." : file.substr(0, slash == 0 ? 1 : slash);
+  CachingFileReader reader;
+  options.read_file = [&reader](const std::string& p) { return reader.Read(p); };
+  const spec::DocumentFormat format = spec::FormatFromFileName(file);
+  spec::ParseResult parsed = spec::ParseAssembly(*text, format, options);
+  PrintDiagnostics(file, parsed.diagnostics);
+  if (!parsed.ok()) return 1;
+
+  spec::Diagnostics syntax;
+  json document = spec::ParseDocument(*text, format, syntax);
+  if (document.is_discarded()) {  // cannot happen: ParseAssembly read the same text
+    PrintDiagnostics(file, syntax.items());
+    return 1;
+  }
+  auto body = MakeLaunchBody(std::move(document), options.base_dir, options.read_file);
+  if (!body.ok()) return PrintError(body.status().WithContext(file));
+  const std::string encoded = body->dump(-1, ' ', false, json::error_handler_t::replace);
+  if (encoded.size() > kMaxBodyBytes) {
+    std::cerr << "tarn: " << file << ": with its config files inlined the assembly is "
+              << encoded.size() << " bytes; the server takes at most " << kMaxBodyBytes
+              << " (make the config files smaller)\n";
+    return 1;
+  }
+  out->name = parsed.assembly->name;
+  out->want_stopped = parsed.assembly->desired_state == spec::DesiredState::kStopped;
+  out->body = std::move(*body);
+  return 0;
+}
+
+int RunLaunch(const LaunchFlags& launch, const ClientFlags& flags) {
+  std::string user = flags.user;
+  if (user.empty()) {
+    auto current = CurrentUserName();
+    if (!current.ok()) {
+      std::cerr << "tarn: " << current.status().message() << "\n";
+      return 2;
+    }
+    user = *current;
+  }
+  PreparedLaunch prepared;
+  if (int rc = PrepareLaunch(launch.file, UserToDnsLabel(user), launch.domain, &prepared);
+      rc != 0) {
+    return rc;
+  }
+  int exit_code = 0;
+  auto client = OpenClient(flags, &exit_code);
+  if (!client) return exit_code;
+  auto answer = client->Post("/app/v1/services", prepared.body);
+  if (!answer.ok()) return PrintError(answer.status());
+  const std::string& name = prepared.name;
+  if (!launch.wait) {
+    if (flags.output == "json") {
+      PrintJson(*answer);
+    } else {
+      std::string diagnostics = StringField(*answer, "diagnostics");
+      std::cout << (diagnostics.empty() ? name + ": " + StringField(*answer, "state") : diagnostics)
+                << "\n";
+    }
+    return 0;
+  }
+  return Wait(*client, name, prepared.want_stopped, launch.timeout_s, flags);
+}
+
+}  // namespace tarn::cli

@@ -1,0 +1,696 @@
+// Runs the real `tarn` binary's client verbs against a small HTTP server inside the test
+// that answers canned JSON (shaped as docs/api.md says) and records every request, so the
+// test can check what the client sent as well as what it printed. Also unit-tests the
+// table formatter. The real server's integration tests live elsewhere.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/api_format.h"
+#include "cli/client.h"
+#include "cli/table.h"
+#include "common/file.h"
+#include "spec/data_uri.h"
+
+extern char** environ;
+
+namespace {
+
+using json = nlohmann::json;
+using tarn::cli::Table;
+
+const std::string kSource = TARN_SOURCE_DIR;
+
+// ---------------------------------------------------------------------------------------
+// Running the binary.
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// A spawned tarn whose stdout is a pipe the test reads; stderr goes to a file.
+class TarnProcess {
+ public:
+  TarnProcess(const std::vector<std::string>& args, const std::vector<std::string>& env,
+              const std::string& cwd) {
+    char dir_template[] = "/tmp/tarn-client-test-XXXXXX";
+    dir_ = ::mkdtemp(dir_template);
+    err_path_ = dir_ + "/err";
+    int out[2];
+    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
+    out_fd_ = out[0];
+
+    // Everything the child needs is built before spawning: the test process has threads.
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::string(*e).rfind("TARN_", 0) != 0) env_strings.push_back(*e);
+    }
+    env_strings.insert(env_strings.end(), env.begin(), env.end());
+    std::vector<char*> envp;
+    for (std::string& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> arg_strings = {TARN_BINARY};
+    arg_strings.insert(arg_strings.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& a : arg_strings) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0600);
+    posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
+    int rc = ::posix_spawn(&pid_, TARN_BINARY, &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(out[1]);
+    EXPECT_EQ(rc, 0) << "cannot spawn " << TARN_BINARY;
+  }
+
+  ~TarnProcess() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    if (out_fd_ >= 0) ::close(out_fd_);
+    std::remove(err_path_.c_str());
+    ::rmdir(dir_.c_str());
+  }
+
+  // Reads stdout until it contains `text` (empty: until it ends); returns everything read
+  // so far.
+  std::string ReadUntil(const std::string& text) {
+    char buf[4096];
+    while (text.empty() || out_.find(text) == std::string::npos) {
+      ssize_t n = ::read(out_fd_, buf, sizeof buf);
+      if (n <= 0) break;
+      out_.append(buf, static_cast<size_t>(n));
+    }
+    return out_;
+  }
+
+  CommandResult Finish() {
+    ReadUntil("");
+    CommandResult result;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.out = out_;
+    result.err = tarn::ReadFileToString(err_path_).value_or("");
+    return result;
+  }
+
+ private:
+  std::string dir_, err_path_, out_;
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+};
+
+CommandResult RunTarn(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                      const std::string& cwd = "/tmp") {
+  TarnProcess process(args, env, cwd);
+  return process.Finish();
+}
+
+// ---------------------------------------------------------------------------------------
+// The fake server.
+
+struct RecordedRequest {
+  std::string method;
+  std::string path;
+  std::string user;  // the decoded user.name, "<none>" when absent
+  httplib::Params params;
+  std::string body;
+};
+
+const char kSleeper[] = R"({
+  "name": "sleeper", "version": "1.0", "user": "alice", "queue": "default",
+  "state": "STABLE", "diagnostics": "",
+  "lifetime": -1, "launch_time": 1700000000000, "shared_dir": "/var/lib/tarn/shared/alice/sleeper",
+  "components": [
+    {
+      "name": "sleeper", "number_of_containers": 2, "state": "STABLE", "diagnostics": "",
+      "ready_containers": 1,
+      "launch_command": "sleep 1000", "resource": {"cpus": 1, "memory": "256"},
+      "containers": [
+        {
+          "id": "alice_sleeper_sleeper-0_3", "component_instance_name": "sleeper-0",
+          "hostname": "sleeper-0.sleeper.alice.tarn", "ip": "127.0.0.1",
+          "bare_host": "node-a", "state": "READY", "launch_time": 1700000000123,
+          "diagnostics": "", "gpus": [0, 1], "restarts": 2, "last_exit": "exited with code 3"
+        },
+        {
+          "id": "alice_sleeper_sleeper-1_0", "component_instance_name": "sleeper-1",
+          "hostname": "sleeper-1.sleeper.alice.tarn", "ip": "",
+          "bare_host": "", "state": "PENDING", "launch_time": 0,
+          "diagnostics": "waiting for resources: 1 GPU", "gpus": [], "restarts": 0,
+          "last_exit": ""
+        }
+      ]
+    }
+  ]
+})";
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_.Post("/app/v1/services", [this](const httplib::Request& req, httplib::Response& res) {
+      Record(req);
+      json body = json::parse(req.body, nullptr, false);
+      std::string name = body.is_object() ? body.value("name", "") : "";
+      res.status = 202;
+      res.set_content(json{{"uri", "/app/v1/services/" + name},
+                           {"diagnostics", "Application " + name + " accepted"},
+                           {"state", "ACCEPTED"}}
+                          .dump(),
+                      "application/json");
+    });
+    server_.Get(
+        "/app/v1/services/sleeper", [this](const httplib::Request& req, httplib::Response& res) {
+          Record(req);
+          // Launched five minutes ago, so that the ages (and the column widths) are known.
+          json service = json::parse(kSleeper);
+          int64_t five_minutes_ago = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                         std::chrono::system_clock::now().time_since_epoch())
+                                         .count() -
+                                     300'000 - 500;
+          service["launch_time"] = five_minutes_ago;
+          service["components"][0]["containers"][0]["launch_time"] = five_minutes_ago;
+          res.set_content(service.dump(), "application/json");
+        });
+    server_.Get(
+        "/app/v1/services/missing", [this](const httplib::Request& req, httplib::Response& res) {
+          Record(req);
+          res.status = 404;
+          res.set_content(R"({"diagnostics": "Service missing not found"})", "application/json");
+        });
+    // The "waiter" assembly is STARTED for two polls, then `final_state_`.
+    server_.Get("/app/v1/services/waiter",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  Record(req);
+                  json service = json::parse(kSleeper);
+                  service["name"] = "waiter";
+                  int poll = ++polls_;
+                  service["state"] = poll <= 2 ? "STARTED" : final_state_;
+                  service["components"][0]["ready_containers"] = poll <= 2 ? poll - 1 : 2;
+                  if (final_state_ == "FAILED" && poll > 2) {
+                    service["diagnostics"] = "sleeper-1 failed 3 times";
+                  }
+                  res.set_content(service.dump(), "application/json");
+                });
+    server_.Put(
+        R"(/app/v1/services/([^/]+)/components/([^/]+))",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          Record(req);
+          json body = json::parse(req.body);
+          res.set_content(
+              json{{"diagnostics", "Updating component (" + req.matches[2].str() +
+                                       ") size from 2 to " + body["number_of_containers"].dump()}}
+                  .dump(),
+              "application/json");
+        });
+    server_.Get(
+        "/tarn/v1/services/sleeper/instances/sleeper-0/logs",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          Record(req);
+          res.set_chunked_content_provider("text/plain", [this](size_t, httplib::DataSink& sink) {
+            sink.write("first line\n", 11);
+            // The second piece waits until the test has seen the first on the
+            // client's stdout: a client that buffered the body would never
+            // show it, and the test fails at the deadline.
+            std::unique_lock<std::mutex> lock(mu_);
+            bool seen =
+                cv_.wait_for(lock, std::chrono::seconds(10), [this] { return first_chunk_seen_; });
+            lock.unlock();
+            if (seen) sink.write("second line\n", 12);
+            sink.done();
+            return true;
+          });
+        });
+    server_.Get("/tarn/v1/services/sleeper/instances/sleeper-9/logs",
+                [this](const httplib::Request& req, httplib::Response& res) {
+                  Record(req);
+                  res.status = 404;
+                  res.set_content(
+                      R"({"diagnostics": "assembly sleeper has no instance sleeper-9"})",
+                      "application/json");
+                });
+    server_.Get("/app/v1/services", [this](const httplib::Request& req, httplib::Response& res) {
+      Record(req);
+      res.set_content(list_, "application/json");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    ASSERT_GT(port_, 0);
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  void TearDown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      first_chunk_seen_ = true;
+    }
+    cv_.notify_all();
+    server_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void Record(const httplib::Request& req) {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.push_back({req.method, req.path,
+                         req.has_param("user.name") ? req.get_param_value("user.name") : "<none>",
+                         req.params, req.body});
+  }
+
+  std::vector<RecordedRequest> Requests() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return requests_;
+  }
+
+  std::vector<std::string> Env(const std::string& user = "alice") {
+    return {"TARN_ADDR=127.0.0.1:" + std::to_string(port_), "TARN_USER=" + user};
+  }
+
+  httplib::Server server_;
+  std::thread thread_;
+  int port_ = 0;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool first_chunk_seen_ = false;
+  std::vector<RecordedRequest> requests_;
+  std::atomic<int> polls_{0};
+  std::string final_state_ = "STABLE";
+  std::string list_ = "[]";
+};
+
+std::string DecodeDataUri(const json& v) {
+  EXPECT_TRUE(v.is_string()) << v;
+  if (!v.is_string()) return "";
+  auto decoded = tarn::spec::DecodeDataUri(v.get<std::string>());
+  EXPECT_TRUE(decoded.ok()) << v;
+  return decoded.value_or("");
+}
+
+// A fresh directory under /tmp, removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    char t[] = "/tmp/tarn-client-files-XXXXXX";
+    path_ = ::mkdtemp(t);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+  void Write(const std::string& name, const std::string& text) const {
+    std::filesystem::create_directories(std::filesystem::path(path_ + "/" + name).parent_path());
+    std::ofstream(path_ + "/" + name) << text;
+  }
+
+ private:
+  std::string path_;
+};
+
+// ---------------------------------------------------------------------------------------
+// launch
+
+TEST_F(ClientTest, LaunchPostsTheDocumentWithLocalFilesInlined) {
+  CommandResult run = RunTarn({"launch", "httpd/httpd.json"}, Env(), kSource + "/examples");
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "Application httpd-service accepted\n");
+  EXPECT_EQ(run.err, "");
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].path, "/app/v1/services");
+  EXPECT_EQ(requests[0].user, "alice");
+  json sent = json::parse(requests[0].body);
+  json written = json::parse(std::ifstream(kSource + "/examples/httpd/httpd.json"));
+  // Only src_file changed: it now carries the template itself.
+  json& file = sent["components"][1]["configuration"]["files"][0];
+  std::string template_text =
+      tarn::ReadFileToString(kSource + "/examples/httpd/nginx.conf.template").value();
+  ASSERT_FALSE(template_text.empty());
+  EXPECT_EQ(file["src_file"].get<std::string>().rfind("data:", 0), 0u);
+  EXPECT_EQ(DecodeDataUri(file["src_file"]), template_text);
+  file["src_file"] = "nginx.conf.template";
+  EXPECT_EQ(sent, written);
+}
+
+TEST_F(ClientTest, LaunchSendsYamlAsJsonWithPathsResolved) {
+  TempDir dir;
+  dir.Write("conf/app.properties", "threads=4\n");
+  dir.Write("pkg.tgz", "not really a tarball");
+  dir.Write("sub/assembly.yaml", R"(# a comment that JSON cannot carry
+name: yamlsvc
+version: "1.0.0"
+artifact: {id: ../pkg.tgz, type: TARBALL}
+configuration:
+  files:
+    - {type: STATIC, dest_file: app.properties, src_file: ../conf/app.properties}
+    - {type: TEMPLATE, dest_file: inline.txt, src_file: "data:;base64,aGk="}
+components:
+  - name: main
+    number_of_containers: 2
+    launch_command: sleep 100
+    resource: {cpus: 1, memory: "256"}
+)");
+  CommandResult run =
+      RunTarn({"launch", "--user", "Bob_Dev", "sub/assembly.yaml"}, Env("ignored"), dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].user, "Bob_Dev");  // --user wins over $TARN_USER, sent as given
+  json sent = json::parse(requests[0].body, nullptr, false);
+  ASSERT_FALSE(sent.is_discarded()) << requests[0].body;
+  EXPECT_EQ(sent["version"], "1.0.0");
+  EXPECT_EQ(sent["components"][0]["number_of_containers"], 2);  // a number, not "2"
+  EXPECT_EQ(sent["components"][0]["resource"]["memory"], "256");
+  EXPECT_EQ(DecodeDataUri(sent["configuration"]["files"][0]["src_file"]), "threads=4\n");
+  EXPECT_EQ(sent["configuration"]["files"][1]["src_file"], "data:;base64,aGk=");  // untouched
+  EXPECT_EQ(sent["artifact"]["id"], dir.path() + "/pkg.tgz");
+}
+
+TEST_F(ClientTest, LaunchOfAnInvalidFileSendsNothing) {
+  CommandResult run = RunTarn({"launch", "bad-name.json"}, Env(), kSource + "/tests/data/invalid");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("bad-name.json: name: \"My_Service\" is not a DNS label"),
+            std::string::npos)
+      << run.err;
+  EXPECT_TRUE(Requests().empty());
+}
+
+TEST_F(ClientTest, LaunchWaitPrintsProgressUntilStable) {
+  TempDir dir;
+  std::string text = tarn::ReadFileToString(kSource + "/examples/sleeper/sleeper.json").value();
+  json doc = json::parse(text);
+  doc["name"] = "waiter";
+  dir.Write("waiter.json", doc.dump());
+  CommandResult run =
+      RunTarn({"launch", "--wait", "--timeout", "20", "waiter.json"}, Env(), dir.path());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "waiter: STARTED, ready sleeper 0/2; sleeper-1 PENDING: waiting for resources: 1 GPU\n"
+            "waiter: STARTED, ready sleeper 1/2; sleeper-1 PENDING: waiting for resources: 1 GPU\n"
+            "waiter: STABLE, ready sleeper 2/2; sleeper-1 PENDING: waiting for resources: 1 GPU\n");
+  EXPECT_EQ(polls_.load(), 3);
+}
+
+TEST_F(ClientTest, LaunchWaitFailsWithTheDiagnostics) {
+  final_state_ = "FAILED";
+  TempDir dir;
+  json doc =
+      json::parse(tarn::ReadFileToString(kSource + "/examples/sleeper/sleeper.json").value());
+  doc["name"] = "waiter";
+  dir.Write("waiter.json", doc.dump());
+  CommandResult run = RunTarn({"launch", "--wait", "waiter.json"}, Env(), dir.path());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err, "tarn: waiter is FAILED: sleeper-1 failed 3 times\n");
+}
+
+TEST_F(ClientTest, LaunchWaitTimesOut) {
+  final_state_ = "STARTED";
+  TempDir dir;
+  json doc =
+      json::parse(tarn::ReadFileToString(kSource + "/examples/sleeper/sleeper.json").value());
+  doc["name"] = "waiter";
+  dir.Write("waiter.json", doc.dump());
+  CommandResult run =
+      RunTarn({"launch", "--wait", "--timeout", "0.3", "waiter.json"}, Env(), dir.path());
+  EXPECT_EQ(run.exit_code, 124);
+  EXPECT_EQ(run.err.rfind("tarn: waiter is not up after 0.3s: waiter: STARTED", 0), 0u) << run.err;
+}
+
+// ---------------------------------------------------------------------------------------
+// Errors
+
+TEST_F(ClientTest, ServerErrorIsOneLineWithTheStatus) {
+  CommandResult run = RunTarn({"status", "missing"}, Env());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err, "tarn: Service missing not found (HTTP 404)\n");
+}
+
+TEST_F(ClientTest, UnknownRouteWithoutJsonStillGivesOneLine) {
+  CommandResult run = RunTarn({"queues"}, Env());  // the fake server has no /tarn/v1/queues
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err, "tarn: Not Found (HTTP 404)\n");
+}
+
+TEST(ClientErrorTest, ConnectionRefusedSaysSo) {
+  // A bound socket that does not listen: connecting to it is refused, and no one else can
+  // take the port while the test holds it.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string where = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  CommandResult run = RunTarn({"list", "--addr", "http://" + where}, {"TARN_USER=alice"});
+  ::close(fd);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err, "tarn: cannot reach tarn server at " + where +
+                         " (connection refused); is `tarn server` running?\n");
+}
+
+TEST(ClientErrorTest, DefaultAddressIsNamed) {
+  CommandResult run = RunTarn({"nodes"}, {"TARN_USER=alice"});
+  if (run.exit_code == 1 && run.err.find("cannot reach") != std::string::npos) {
+    EXPECT_EQ(run.err,
+              "tarn: cannot reach tarn server at 127.0.0.1:8088 (connection refused); is `tarn "
+              "server` running?\n");
+  }  // else a real server runs on this machine; nothing to check
+}
+
+TEST(ClientErrorTest, BadAddressIsAUsageError) {
+  CommandResult run = RunTarn({"list"}, {"TARN_ADDR=https://x:1", "TARN_USER=alice"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "tarn: server address \"https://x:1\": https is not supported (use HOST:PORT or "
+            "http://HOST:PORT)\n");
+}
+
+TEST(ClientErrorTest, MissingArgumentIsAUsageError) {
+  CommandResult run = RunTarn({"flex", "sleeper", "worker"}, {"TARN_USER=alice"});
+  EXPECT_EQ(run.exit_code, 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// status, flex, logs
+
+TEST_F(ClientTest, StatusRendersAlignedTables) {
+  CommandResult run = RunTarn({"status", "sleeper"}, Env());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(
+      run.out,
+      "SERVICE  STATE   USER   QUEUE    AGE  LIFETIME   DIAGNOSTICS\n"
+      "sleeper  STABLE  alice  default  5m   unlimited  -\n"
+      "\n"
+      "COMPONENT  STATE   READY  DIAGNOSTICS\n"
+      "sleeper    STABLE  1/2    -\n"
+      "\n"
+      "INSTANCE   STATE    HOST                          IP         NODE    GPUS  RESTARTS  AGE  "
+      "LAST EXIT           DIAGNOSTICS\n"
+      "sleeper-0  READY    sleeper-0.sleeper.alice.tarn  127.0.0.1  node-a  0,1   2         5m   "
+      "exited with code 3  -\n"
+      "sleeper-1  PENDING  sleeper-1.sleeper.alice.tarn  -          -       -     0         -    "
+      "-                   waiting for resources: 1 GPU\n");
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].path, "/app/v1/services/sleeper");
+  EXPECT_EQ(requests[0].user, "alice");
+}
+
+TEST_F(ClientTest, StatusAsJsonPrintsTheApiAnswer) {
+  CommandResult run = RunTarn({"status", "sleeper", "-o", "json"}, Env("o'Neil & co=1"));
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  json expected = json::parse(kSleeper);
+  json printed = json::parse(run.out);
+  expected["launch_time"] = printed["launch_time"];
+  expected["components"][0]["containers"][0]["launch_time"] =
+      printed["components"][0]["containers"][0]["launch_time"];
+  EXPECT_EQ(printed, expected);
+  EXPECT_NE(run.out.find("\n  \"components\""), std::string::npos);  // pretty
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].user, "o'Neil & co=1");  // URL-encoded on the way
+}
+
+TEST_F(ClientTest, FlexPutsTheNewCount) {
+  CommandResult run = RunTarn({"flex", "sleeper", "sleeper", "4"}, Env());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "Updating component (sleeper) size from 2 to 4\n");
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].method, "PUT");
+  EXPECT_EQ(requests[0].path, "/app/v1/services/sleeper/components/sleeper");
+  EXPECT_EQ(json::parse(requests[0].body), json({{"number_of_containers", 4}}));
+}
+
+TEST_F(ClientTest, LogsFollowStreamsPiecesAsTheyCome) {
+  TarnProcess process({"logs", "sleeper", "sleeper-0", "-f", "--tail", "100"}, Env(), "/tmp");
+  std::string seen = process.ReadUntil("first line\n");
+  EXPECT_EQ(seen, "first line\n");
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first_chunk_seen_ = true;
+  }
+  cv_.notify_all();
+  CommandResult run = process.Finish();
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "first line\nsecond line\n");
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].user, "alice");
+  const httplib::Params& p = requests[0].params;
+  EXPECT_EQ(p.find("follow")->second, "true");
+  EXPECT_EQ(p.find("tail")->second, "100");
+  EXPECT_EQ(p.find("stream")->second, "stdout");
+}
+
+TEST_F(ClientTest, LogsErrorIsOneLine) {
+  CommandResult run = RunTarn({"logs", "sleeper", "sleeper-9", "--stderr"}, Env());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err, "tarn: assembly sleeper has no instance sleeper-9 (HTTP 404)\n");
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].params.find("stream")->second, "stderr");
+  EXPECT_EQ(requests[0].params.count("follow"), 0u);
+}
+
+TEST_F(ClientTest, ListShowsOneRowPerAssembly) {
+  list_ = R"([{"name": "fmnist", "user": "alice", "state": "STARTED", "diagnostics": "",
+      "launch_time": 0, "lifetime": 3600, "components": [
+        {"name": "ps", "state": "STABLE", "number_of_containers": 1, "ready_containers": 1},
+        {"name": "worker", "state": "FLEXING", "number_of_containers": 3,
+         "ready_containers": 2}]},
+    {"name": "sleeper", "user": "alice", "state": "FAILED", "diagnostics": "sleeper-0 failed",
+      "launch_time": 0, "lifetime": -1, "components": []}])";
+  CommandResult run = RunTarn({"list"}, Env());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "NAME     STATE    READY  COMPONENTS         AGE  LIFETIME   DIAGNOSTICS\n"
+            "fmnist   STARTED  3/4    ps:1/1,worker:2/3  -    60m left   -\n"
+            "sleeper  FAILED   0/0    -                  -    unlimited  sleeper-0 failed\n");
+}
+
+TEST_F(ClientTest, EmptyListSaysSoOnStderr) {
+  CommandResult run = RunTarn({"list"}, Env());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "");
+  EXPECT_EQ(run.err, "No assemblies.\n");
+}
+
+TEST(ClientUsageTest, UnknownCommandListsTheClientVerbs) {
+  CommandResult run = RunTarn({"lanch", "x.json"}, {});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "tarn: unknown command \"lanch\" (commands: validate, explain, launch, list, status, "
+            "flex, stop, start, destroy, logs, nodes, queues, events, server, run; see tarn "
+            "--help)\n");
+}
+
+// ---------------------------------------------------------------------------------------
+// Units: the table, the address, the error line, the formats.
+
+TEST(TableTest, ColumnsAlignWithTwoSpacesAndNoTrailingBlanks) {
+  Table table({"NAME", "STATE", "DIAGNOSTICS"});
+  table.AddRow({"a", "RUNNING", ""});
+  table.AddRow({"longer-name", "OK", "two\nlines"});
+  table.AddRow({"b"});
+  EXPECT_EQ(table.Render(),
+            "NAME         STATE    DIAGNOSTICS\n"
+            "a            RUNNING\n"
+            "longer-name  OK       two lines\n"
+            "b\n");
+}
+
+TEST(TableTest, WidthsCountCharactersNotBytes) {
+  Table table({"X", "Y"});
+  table.AddRow({"\xc3\xa9t\xc3\xa9", "1"});  // "été": 3 characters, 5 bytes
+  EXPECT_EQ(table.Render(), "X    Y\n\xc3\xa9t\xc3\xa9  1\n");
+}
+
+TEST(TableTest, HeaderOnly) { EXPECT_EQ(Table({"A", "B"}).Render(), "A  B\n"); }
+
+TEST(ServerAddressTest, Forms) {
+  auto a = tarn::cli::ParseServerAddress("http://example.org:9000/");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->host, "example.org");
+  EXPECT_EQ(a->port, 9000);
+  EXPECT_EQ(tarn::cli::ParseServerAddress("localhost")->port, 8088);
+  EXPECT_EQ(tarn::cli::ParseServerAddress("[::1]:80")->ToString(), "[::1]:80");
+  EXPECT_FALSE(tarn::cli::ParseServerAddress("h:0").ok());
+  EXPECT_FALSE(tarn::cli::ParseServerAddress("h:x").ok());
+  EXPECT_FALSE(tarn::cli::ParseServerAddress(":80").ok());
+  EXPECT_FALSE(tarn::cli::ParseServerAddress("h:80/app").ok());
+}
+
+TEST(HttpErrorTest, OneLine) {
+  EXPECT_EQ(tarn::cli::FormatHttpError(400, R"({"diagnostics": "a.json: name: bad\nb: worse\n"})"),
+            "a.json: name: bad; b: worse (HTTP 400)");
+  EXPECT_EQ(tarn::cli::FormatHttpError(500, "boom\n"), "boom (HTTP 500)");
+  EXPECT_EQ(tarn::cli::FormatHttpError(409, R"({"x": 1})"), "Conflict (HTTP 409)");
+}
+
+TEST(UrlEncodeTest, ReservedCharactersAreEscaped) {
+  EXPECT_EQ(tarn::cli::UrlEncode("Bob Smith&x=1/é"), "Bob%20Smith%26x%3D1%2F%C3%A9");
+  EXPECT_EQ(tarn::cli::UrlEncode("a-b_c.d~"), "a-b_c.d~");
+}
+
+TEST(FormatTest, Ages) {
+  using tarn::cli::FormatAge;
+  EXPECT_EQ(FormatAge(-5), "0s");
+  EXPECT_EQ(FormatAge(45'000), "45s");
+  EXPECT_EQ(FormatAge(200'000), "3m20s");
+  EXPECT_EQ(FormatAge(42 * 60'000), "42m");
+  EXPECT_EQ(FormatAge((5 * 60 + 10) * 60'000), "5h10m");
+  EXPECT_EQ(FormatAge(int64_t{20} * 3600'000), "20h");
+  EXPECT_EQ(FormatAge(int64_t{3} * 24 * 3600'000), "3d");
+  EXPECT_EQ(tarn::cli::FormatLifetime(json(-1)), "unlimited");
+  EXPECT_EQ(tarn::cli::FormatLifetime(json(3600)), "60m left");
+}
+
+TEST(FormatTest, NodesQueuesEvents) {
+  json nodes = json::parse(R"([{"name": "node-a",
+      "capacity": {"vcores": 8, "memory_mb": 16384, "gpus": 2},
+      "free": {"vcores": 6, "memory_mb": 12800, "gpus": 1}, "free_gpus": [1]}])");
+  EXPECT_EQ(tarn::cli::FormatNodes(nodes),
+            "NAME    FREE VCORES  FREE MEMORY   FREE GPUS  FREE GPU IDS\n"
+            "node-a  6/8          12800Mi/16Gi  1/2        1\n");
+  json queues = json::parse(R"([{"name": "default", "capacity": 50, "maximum_capacity": 100,
+      "used": {"vcores": 2, "memory_mb": 4096, "gpus": 1}, "share": 0.25, "pending": 3}])");
+  EXPECT_EQ(tarn::cli::FormatQueues(queues),
+            "NAME     CAPACITY  MAX CAPACITY  USED                  SHARE  PENDING\n"
+            "default  50%       100%          2 vcores, 4Gi, 1 GPU  25%    3\n");
+  json events = json::parse(R"([{"time": "2024-01-02T03:04:05Z", "component": "ps",
+      "instance": "ps-0", "type": "STARTED", "message": "pid 42"}])");
+  EXPECT_EQ(tarn::cli::FormatEvents(events),
+            "TIME                  COMPONENT  INSTANCE  TYPE     MESSAGE\n"
+            "2024-01-02T03:04:05Z  ps         ps-0      STARTED  pid 42\n");
+}
+
+}  // namespace
