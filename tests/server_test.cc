@@ -1,0 +1,641 @@
+// Integration tests of `tarn server` as a user runs it: a real server process with its own
+// state directory, real instances under tarn-shim, the REST API over HTTP, and kill -9 of
+// the server in the middle of work. Needs root (namespaces, cgroups): ctest label "root".
+#include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/file.h"
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+std::string ReadAll(const std::string& path) { return tarn::ReadFileToString(path).value_or(""); }
+
+// One `tarn server` child process.
+class ServerProcess {
+ public:
+  ServerProcess(std::string state_dir, std::string config, std::vector<std::string> env = {})
+      : state_dir_(std::move(state_dir)), config_(std::move(config)), env_(std::move(env)) {}
+  ~ServerProcess() { Kill9(); }
+
+  // Starts it and waits until it listens; false (with the log) when it does not.
+  bool Start() {
+    std::filesystem::create_directories(state_dir_);
+    static int starts = 0;  // a fresh log per start: never read an older server's address
+    log_ = state_dir_ + "/server-" + std::to_string(++starts) + ".log";
+    std::filesystem::remove(log_);
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      int fd = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      for (const std::string& e : env_) ::putenv(const_cast<char*>(e.c_str()));
+      std::vector<std::string> args = {TARN_BINARY,   "server",   "--listen", "127.0.0.1:0",
+                                       "--state-dir", state_dir_, "--config", config_};
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(TARN_BINARY, argv.data());
+      ::_exit(127);
+    }
+    auto deadline = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      std::string text = ReadAll(log_);
+      auto at = text.find("listening on http://");
+      if (at != std::string::npos) {
+        auto end = text.find(' ', at + 20);
+        std::string addr = text.substr(at + 20, end - at - 20);
+        auto colon = addr.rfind(':');
+        port_ = std::stoi(addr.substr(colon + 1));
+        return true;
+      }
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return false;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  // kill -9, as a crash or the OOM killer would.
+  void Kill9() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  // Waits for it to die by itself (a crash point), at most `timeout`.
+  bool WaitExit(std::chrono::milliseconds timeout, int* status) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (::waitpid(pid_, status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  bool Terminate() {
+    if (pid_ <= 0) return true;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    bool ok = WaitExit(20s, &status);
+    return ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+
+  int port() const { return port_; }
+  std::string log() const { return ReadAll(log_); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  std::string state_dir_, config_;
+  std::vector<std::string> env_;
+  std::string log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+};
+
+struct Reply {
+  int status = 0;  // 0: no answer
+  json body;
+  std::string text;
+};
+
+// Live workload processes of instances under `state_dir`, by "user/assembly/instance":
+// every process whose environment has TARN_SHARED_DIR below it and that runs `sleep`.
+std::map<std::string, int> LiveInstances(const std::string& state_dir) {
+  std::map<std::string, int> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    std::string base = std::string("/proc/") + e->d_name;
+    std::string comm = ReadAll(base + "/comm");
+    if (comm != "sleep\n") continue;
+    std::string env = ReadAll(base + "/environ");
+    std::map<std::string, std::string> vars;
+    size_t start = 0;
+    while (start < env.size()) {
+      size_t end = env.find('\0', start);
+      if (end == std::string::npos) end = env.size();
+      std::string kv = env.substr(start, end - start);
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) vars[kv.substr(0, eq)] = kv.substr(eq + 1);
+      start = end + 1;
+    }
+    if (vars["TARN_SHARED_DIR"].rfind(state_dir + "/", 0) != 0) continue;
+    // Zombies have no environment; a stopped sleep is not live.
+    ++out[vars["TARN_USER"] + "/" + vars["TARN_ASSEMBLY"] + "/" + vars["TARN_INSTANCE"]];
+  }
+  ::closedir(d);
+  return out;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/tarn-server-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    ::chmod(dir_.c_str(), 0711);
+    state_ = dir_ + "/state";
+    WriteConfig(json::object());
+  }
+  void TearDown() override {
+    if (server_ && server_->pid() <= 0) {
+      if (!server_->Start()) ADD_FAILURE() << "server did not restart for cleanup";
+    }
+    if (server_) {
+      // Destroy what the test left, so that no instance outlives it.
+      for (const char* user : {"alice", "bob"}) {
+        Reply list = Call("GET", "/app/v1/services", json(), user);
+        if (list.status != 200) continue;
+        for (const json& a : list.body) {
+          Call("DELETE", "/app/v1/services/" + a["name"].get<std::string>(), json(), user);
+        }
+      }
+      WaitFor("every instance to be gone", 30s, [&] { return LiveInstances(state_).empty(); });
+      EXPECT_TRUE(server_->Terminate()) << server_->log();
+      server_.reset();
+    }
+    std::filesystem::remove_all(dir_);
+  }
+
+  void WriteConfig(json extra) {
+    json config = {
+        {"restart", {{"initial_backoff_ms", 200}, {"max_backoff_ms", 5000}}},
+        {"probe_interval_ms", 100},
+        {"nodes",
+         json::array({{{"name", "node-1"}, {"vcores", 64}, {"memory_mb", 65536}, {"gpus", 0}}})}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) config[it.key()] = it.value();
+    std::string path = dir_ + "/config.json";
+    FILE* f = std::fopen(path.c_str(), "w");
+    std::fputs(config.dump(2).c_str(), f);
+    std::fclose(f);
+    config_ = path;
+  }
+
+  void StartServer(std::vector<std::string> env = {}) {
+    server_ = std::make_unique<ServerProcess>(state_, config_, std::move(env));
+    ASSERT_TRUE(server_->Start()) << server_->log();
+  }
+
+  Reply Call(const std::string& method, const std::string& path, const json& body = json(),
+             const std::string& user = "alice") {
+    httplib::Client c("127.0.0.1", server_->port());
+    c.set_connection_timeout(5);
+    c.set_read_timeout(30);
+    std::string target = path;
+    if (!user.empty())
+      target += (path.find('?') == std::string::npos ? "?" : "&") + ("user.name=" + user);
+    std::string payload = body.is_null() ? "" : body.dump();
+    httplib::Result r = method == "GET"    ? c.Get(target)
+                        : method == "POST" ? c.Post(target, payload, "application/json")
+                        : method == "PUT"  ? c.Put(target, payload, "application/json")
+                                           : c.Delete(target);
+    Reply out;
+    if (!r) return out;
+    out.status = r->status;
+    out.text = r->body;
+    out.body = json::parse(r->body, nullptr, false);
+    return out;
+  }
+
+  bool WaitFor(const std::string& what, std::chrono::milliseconds timeout,
+               const std::function<bool()>& done) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (done()) return true;
+      std::this_thread::sleep_for(50ms);
+    }
+    ADD_FAILURE() << "timed out waiting for " << what;
+    return false;
+  }
+
+  std::string State(const std::string& name, const std::string& user = "alice") {
+    Reply r = Call("GET", "/app/v1/services/" + name, json(), user);
+    return r.status == 200 ? r.body.value("state", "") : "HTTP " + std::to_string(r.status);
+  }
+
+  bool WaitState(const std::string& name, const std::string& state,
+                 std::chrono::milliseconds timeout = 30s, const std::string& user = "alice") {
+    std::string last;
+    bool ok = WaitFor(name + " to be " + state, timeout, [&] {
+      last = State(name, user);
+      return last == state;
+    });
+    if (!ok) {
+      ADD_FAILURE() << "last state " << last
+                    << "; service: " << Call("GET", "/app/v1/services/" + name, json(), user).text;
+    }
+    return ok;
+  }
+
+  static json Sleeper(const std::string& name, int count, const std::string& extra_component = "") {
+    json a = {{"name", name},
+              {"version", "1"},
+              {"components", json::array({{{"name", "sleeper"},
+                                           {"number_of_containers", count},
+                                           {"launch_command", "sleep 1000"},
+                                           {"resource", {{"cpus", 1}, {"memory", "64"}}}}})}};
+    (void)extra_component;
+    return a;
+  }
+
+  std::string dir_, state_, config_;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(ServerTest, LaunchReachesStableInDependencyOrder) {
+  StartServer();
+  json a = {{"name", "chain"},
+            {"version", "1"},
+            {"components",
+             json::array({
+                 {{"name", "first"},
+                  {"number_of_containers", 2},
+                  {"launch_command", "sleep 1000"},
+                  {"resource", {{"cpus", 1}, {"memory", "64"}}},
+                  // READY only once a file appears: the test decides when.
+                  {"readiness_check",
+                   {{"type", "PORT"}, {"properties", {{"port", "1"}, {"timeout", "200"}}}}}},
+                 {{"name", "second"},
+                  {"number_of_containers", 1},
+                  {"launch_command", "sleep 1000"},
+                  {"dependencies", json::array({"first"})},
+                  {"resource", {{"cpus", 1}, {"memory", "64"}}}},
+             })}};
+  Reply r = Call("POST", "/app/v1/services", a);
+  ASSERT_EQ(r.status, 202) << r.text;
+  EXPECT_EQ(r.body["uri"], "/app/v1/services/chain");
+  EXPECT_EQ(r.body["state"], "ACCEPTED");
+  // `first` runs but never gets ready (nothing listens on port 1): `second` must not start.
+  WaitFor("first's instances to run", 20s, [&] {
+    return LiveInstances(state_).count("alice/chain/first-1") == 1 &&
+           LiveInstances(state_).count("alice/chain/first-0") == 1;
+  });
+  std::this_thread::sleep_for(500ms);
+  EXPECT_EQ(LiveInstances(state_).count("alice/chain/second-0"), 0u);
+  Reply s = Call("GET", "/app/v1/services/chain");
+  ASSERT_EQ(s.status, 200);
+  EXPECT_EQ(s.body["state"], "STARTED");
+  const json& first = s.body["components"][0];
+  EXPECT_EQ(first["containers"][0]["state"], "RUNNING_BUT_UNREADY");
+  EXPECT_NE(first["containers"][0]["diagnostics"].get<std::string>().find("readiness check"),
+            std::string::npos)
+      << first.dump();
+  EXPECT_EQ(s.body["components"][1]["containers"][0]["diagnostics"],
+            "waiting for first to be READY");
+  // The same file without the impossible check: second follows first, and all is STABLE.
+  ASSERT_EQ(Call("DELETE", "/app/v1/services/chain").status, 200);
+  WaitFor("chain to be gone", 20s,
+          [&] { return Call("GET", "/app/v1/services/chain").status == 404; });
+  a["components"][0].erase("readiness_check");
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  ASSERT_TRUE(WaitState("chain", "STABLE"));
+  s = Call("GET", "/app/v1/services/chain");
+  const json& c0 = s.body["components"][0]["containers"][0];
+  EXPECT_EQ(c0["component_instance_name"], "first-0");
+  EXPECT_EQ(c0["hostname"], "first-0.chain.alice.tarn");
+  EXPECT_EQ(c0["state"], "READY");
+  EXPECT_EQ(c0["bare_host"], "node-1");
+  EXPECT_GT(c0["launch_time"].get<int64_t>(), 0);
+  EXPECT_EQ(c0["ip"], "127.0.0.1");
+  // Events show the order: both `first` STARTED before `second` was launched.
+  Reply ev = Call("GET", "/tarn/v1/services/chain/events");
+  ASSERT_EQ(ev.status, 200);
+  int first_started = 0;
+  bool second_launched_early = false;
+  for (const json& e : ev.body) {
+    if (e["component"] == "first" && e["type"] == "STARTED") ++first_started;
+    if (e["component"] == "second" && e["type"] == "LAUNCH" && first_started < 2) {
+      second_launched_early = true;
+    }
+  }
+  EXPECT_EQ(first_started, 2);
+  EXPECT_FALSE(second_launched_early) << ev.text;
+  std::map<std::string, int> live = LiveInstances(state_);
+  EXPECT_EQ(live["alice/chain/first-0"], 1);
+  EXPECT_EQ(live["alice/chain/first-1"], 1);
+  EXPECT_EQ(live["alice/chain/second-0"], 1);
+}
+
+TEST_F(ServerTest, CrashingInstanceBacksOffThenFailsTheAssembly) {
+  StartServer();
+  json a = {
+      {"name", "crash"},
+      {"version", "1"},
+      {"components",
+       json::array({{{"name", "bad"},
+                     {"number_of_containers", 1},
+                     {"launch_command", "echo going down >&2; exit 3"},
+                     {"resource", {{"cpus", 1}, {"memory", "64"}}},
+                     {"configuration",
+                      {{"properties",
+                        {{"yarn.service.container-failure-per-component.threshold", "4"}}}}}}})}};
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  ASSERT_TRUE(WaitState("crash", "FAILED", 30s));
+  Reply s = Call("GET", "/app/v1/services/crash");
+  EXPECT_NE(s.body["diagnostics"].get<std::string>().find("bad"), std::string::npos) << s.text;
+  const json& c = s.body["components"][0]["containers"][0];
+  EXPECT_EQ(c["state"], "FAILED");
+  EXPECT_EQ(c["last_exit"], "exited with code 3");
+  EXPECT_EQ(c["restarts"], 3);
+  // The restarts backed off: 0.2 s, 0.4 s, 0.8 s apart (at least), as the events say.
+  Reply ev = Call("GET", "/tarn/v1/services/crash/events");
+  std::vector<std::string> delays;
+  std::vector<int64_t> launches;
+  for (const json& e : ev.body) {
+    if (e["type"] == "RESTART") delays.push_back(e["message"]);
+    if (e["type"] == "LAUNCH") launches.push_back(e["time"]);
+  }
+  ASSERT_EQ(delays.size(), 3u) << ev.text;
+  EXPECT_EQ(delays[0].rfind("restarting in 0.2s", 0), 0u) << delays[0];
+  EXPECT_EQ(delays[1].rfind("restarting in 0.4s", 0), 0u) << delays[1];
+  EXPECT_EQ(delays[2].rfind("restarting in 0.8s", 0), 0u) << delays[2];
+  ASSERT_EQ(launches.size(), 4u);
+  EXPECT_GE(launches[2] - launches[1], 400);
+  EXPECT_GE(launches[3] - launches[2], 800);
+  // Its stderr is kept.
+  httplib::Client cl("127.0.0.1", server_->port());
+  auto logs = cl.Get("/tarn/v1/services/crash/instances/bad-0/logs?user.name=alice&stream=stderr");
+  ASSERT_TRUE(logs);
+  EXPECT_EQ(logs->status, 200);
+  EXPECT_NE(logs->body.find("going down"), std::string::npos) << logs->body;
+}
+
+TEST_F(ServerTest, FlexUpAndDown) {
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("flex", 1)).status, 202);
+  ASSERT_TRUE(WaitState("flex", "STABLE"));
+  Reply r = Call("PUT", "/app/v1/services/flex/components/sleeper", {{"number_of_containers", 3}});
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(r.body["diagnostics"], "Updating component (sleeper) size from 1 to 3");
+  ASSERT_TRUE(WaitState("flex", "STABLE"));
+  auto live = LiveInstances(state_);
+  EXPECT_EQ(live.size(), 3u);
+  EXPECT_EQ(live["alice/flex/sleeper-2"], 1);
+  ASSERT_EQ(
+      Call("PUT", "/app/v1/services/flex/components/sleeper", {{"number_of_containers", 1}}).status,
+      200);
+  WaitFor("flex down to one", 20s, [&] {
+    Reply s = Call("GET", "/app/v1/services/flex");
+    return s.body["state"] == "STABLE" && s.body["components"][0]["containers"].size() == 1;
+  });
+  WaitFor("the highest two to be gone", 20s, [&] {
+    auto l = LiveInstances(state_);
+    return l.size() == 1 && l.count("alice/flex/sleeper-0") == 1;
+  });
+  Reply s = Call("GET", "/app/v1/services/flex");
+  EXPECT_EQ(s.body["components"][0]["number_of_containers"], 1);
+  EXPECT_EQ(
+      Call("PUT", "/app/v1/services/flex/components/nope", {{"number_of_containers", 1}}).status,
+      404);
+}
+
+TEST_F(ServerTest, StopStartDestroy) {
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("sss", 2)).status, 202);
+  ASSERT_TRUE(WaitState("sss", "STABLE"));
+  Reply r = Call("PUT", "/app/v1/services/sss", {{"state", "STOPPED"}});
+  ASSERT_EQ(r.status, 200) << r.text;
+  EXPECT_EQ(State("sss"), "STOPPED");
+  WaitFor("instances to stop", 20s, [&] { return LiveInstances(state_).empty(); });
+  WaitFor("containers to say STOPPED", 20s, [&] {
+    Reply s = Call("GET", "/app/v1/services/sss");
+    return s.body["components"][0]["containers"][1]["state"] == "STOPPED";
+  });
+  // The spec is kept; start brings it back.
+  ASSERT_EQ(Call("PUT", "/app/v1/services/sss", {{"state", "STARTED"}}).status, 200);
+  ASSERT_TRUE(WaitState("sss", "STABLE"));
+  EXPECT_EQ(LiveInstances(state_).size(), 2u);
+  EXPECT_EQ(Call("PUT", "/app/v1/services/sss", {{"state", "STARTED"}}).status, 409);
+  ASSERT_EQ(Call("DELETE", "/app/v1/services/sss").status, 200);
+  WaitFor("destroyed", 20s, [&] { return Call("GET", "/app/v1/services/sss").status == 404; });
+  EXPECT_TRUE(LiveInstances(state_).empty());
+  EXPECT_FALSE(std::filesystem::exists(state_ + "/shared/alice/sss"));
+}
+
+TEST_F(ServerTest, UsersAreIsolated) {
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("same", 1), "alice").status, 202);
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("same", 2), "bob").status, 202);
+  EXPECT_EQ(Call("POST", "/app/v1/services", Sleeper("same", 1), "bob").status, 409);
+  ASSERT_TRUE(WaitState("same", "STABLE", 30s, "alice"));
+  ASSERT_TRUE(WaitState("same", "STABLE", 30s, "bob"));
+  EXPECT_EQ(Call("GET", "/app/v1/services", json(), "alice").body.size(), 1u);
+  Reply bob = Call("GET", "/app/v1/services/same", json(), "bob");
+  EXPECT_EQ(bob.body["components"][0]["containers"].size(), 2u);
+  EXPECT_EQ(bob.body["components"][0]["containers"][0]["hostname"], "sleeper-0.same.bob.tarn");
+  // carol sees nothing of theirs and can change nothing.
+  EXPECT_EQ(Call("GET", "/app/v1/services/same", json(), "carol").status, 404);
+  EXPECT_EQ(Call("DELETE", "/app/v1/services/same", json(), "carol").status, 404);
+  EXPECT_EQ(Call("PUT", "/app/v1/services/same", {{"state", "STOPPED"}}, "carol").status, 404);
+  EXPECT_EQ(Call("GET", "/tarn/v1/services/same/events", json(), "carol").status, 404);
+  EXPECT_EQ(Call("GET", "/tarn/v1/services/same/instances/sleeper-0/logs", json(), "carol").status,
+            404);
+  ASSERT_EQ(Call("PUT", "/app/v1/services/same", {{"state", "STOPPED"}}, "bob").status, 200);
+  EXPECT_EQ(State("same", "alice"), "STABLE");
+  // No user: 401.
+  Reply anon = Call("GET", "/app/v1/services", json(), "");
+  EXPECT_EQ(anon.status, 401);
+  EXPECT_NE(anon.body["diagnostics"].get<std::string>().find("user.name"), std::string::npos);
+  auto live = LiveInstances(state_);
+  WaitFor("bob's to stop", 20s, [&] {
+    live = LiveInstances(state_);
+    return live.size() == 1;
+  });
+  EXPECT_EQ(live.count("alice/same/sleeper-0"), 1u);
+}
+
+TEST_F(ServerTest, BadRequestsGetClearErrors) {
+  StartServer();
+  auto diag = [](const Reply& r) { return r.body.value("diagnostics", std::string()); };
+  Reply r = Call("POST", "/app/v1/services", json::parse(R"({"name": "x", "version": "1",
+      "components": [{"name": "c", "number_of_containers": "two", "launch_command": "true",
+      "resource": {"cpus": 1, "memory": "64"}}]})"));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(diag(r).find("components[0].number_of_containers"), std::string::npos) << r.text;
+  // Not JSON at all.
+  httplib::Client c("127.0.0.1", server_->port());
+  auto raw = c.Post("/app/v1/services?user.name=alice", "{\"name\": ", "application/json");
+  ASSERT_TRUE(raw);
+  EXPECT_EQ(raw->status, 400);
+  EXPECT_NE(raw->body.find("not valid JSON"), std::string::npos) << raw->body;
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("ok", 1)).status, 202);
+  r = Call("PUT", "/app/v1/services/ok", {{"state", "PAUSED"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(diag(r).find("state"), std::string::npos);
+  r = Call("PUT", "/app/v1/services/ok", {{"color", "blue"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(diag(r).find("\"color\""), std::string::npos);
+  r = Call("PUT", "/app/v1/services/ok/components/sleeper", {{"number_of_containers", "3"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(diag(r).find("number_of_containers"), std::string::npos);
+  r = Call("PUT", "/app/v1/services/ok/components/sleeper", {{"number_of_containers", -2}});
+  EXPECT_EQ(r.status, 400);
+  r = Call("PUT", "/app/v1/services/ok", {{"lifetime", "soon"}});
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(diag(r).find("lifetime"), std::string::npos);
+  r = Call("GET", "/app/v1/services/nope");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_EQ(diag(r), "assembly nope not found");
+  r = Call("GET", "/no/such/path");
+  EXPECT_EQ(r.status, 404);
+  // The server is still fine and nothing was stored for the bad ones.
+  EXPECT_EQ(Call("GET", "/app/v1/services").body.size(), 1u);
+  EXPECT_EQ(Call("GET", "/healthz", json(), "").status, 200);
+  EXPECT_EQ(Call("GET", "/app/v1/services/version", json(), "").body["api"], "v1");
+  Reply metrics = Call("GET", "/metrics", json(), "");
+  EXPECT_NE(metrics.text.find("tarn_http_requests_total{method=\"PUT\",code=\"400\"}"),
+            std::string::npos);
+  EXPECT_EQ(Call("GET", "/tarn/v1/nodes").body[0]["name"], "node-1");
+  EXPECT_EQ(Call("GET", "/tarn/v1/queues").body[0]["name"], "default");
+}
+
+TEST_F(ServerTest, RestartedServerAdoptsItsInstances) {
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("keep", 3)).status, 202);
+  ASSERT_TRUE(WaitState("keep", "STABLE"));
+  Reply before = Call("GET", "/app/v1/services/keep");
+  auto live_before = LiveInstances(state_);
+  server_->Kill9();
+  EXPECT_EQ(LiveInstances(state_), live_before) << "instances outlive the server";
+  ASSERT_TRUE(server_->Start()) << server_->log();
+  ASSERT_TRUE(WaitState("keep", "STABLE"));
+  Reply after = Call("GET", "/app/v1/services/keep");
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_EQ(after.body["components"][0]["containers"][k]["id"],
+              before.body["components"][0]["containers"][k]["id"])
+        << "adopted, not restarted";
+  }
+  EXPECT_EQ(LiveInstances(state_), live_before);
+}
+
+// Crash points in the code: the server dies exactly there, and a restart repairs it.
+TEST_F(ServerTest, NamedCrashPointsLoseAndDuplicateNothing) {
+  for (const std::string point : {"create-committed", "launch-committed:2", "flex-committed"}) {
+    SCOPED_TRACE(point);
+    server_.reset();
+    StartServer({"TARN_CRASH_AT=" + point});
+    const std::string name = "cp" + std::to_string(std::hash<std::string>()(point) % 1000);
+    Reply r = Call("POST", "/app/v1/services", Sleeper(name, 2));
+    if (point == "flex-committed") {
+      ASSERT_EQ(r.status, 202);
+      ASSERT_TRUE(WaitState(name, "STABLE"));
+      Call("PUT", "/app/v1/services/" + name + "/components/sleeper",
+           {{"number_of_containers", 4}});
+    }
+    int status = 0;
+    ASSERT_TRUE(server_->WaitExit(10s, &status)) << "the crash point was not reached";
+    EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    server_ = std::make_unique<ServerProcess>(state_, config_);
+    ASSERT_TRUE(server_->Start()) << server_->log();
+    // create-committed: committed before the answer, so it exists; it runs after restart.
+    EXPECT_EQ(Call("GET", "/healthz", json(), "").status, 200) << server_->log();
+    ASSERT_TRUE(WaitState(name, "STABLE"));
+    int want = point == "flex-committed" ? 4 : 2;
+    WaitFor("every instance once", 20s, [&] {
+      auto live = LiveInstances(state_);
+      int n = 0;
+      for (const auto& [k, count] : live) {
+        if (k.rfind("alice/" + name + "/", 0) != 0) continue;
+        EXPECT_EQ(count, 1) << k << " runs twice";
+        n += count;
+      }
+      return n == want;
+    });
+    ASSERT_EQ(Call("DELETE", "/app/v1/services/" + name).status, 200);
+    WaitFor("destroyed", 20s,
+            [&] { return Call("GET", "/app/v1/services/" + name).status == 404; });
+  }
+}
+
+// kill -9 at random moments while launches and flexes are in flight, many times.
+TEST_F(ServerTest, RandomKillNineDuringLaunchesAndFlexes) {
+  std::mt19937 rng(12345);
+  StartServer();
+  std::map<std::string, int> want;  // assembly -> instances it should have
+  int next = 0;
+  for (int round = 0; round < 8; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    // A burst of work, then kill -9 after a random delay inside it.
+    const auto delay = std::chrono::milliseconds(rng() % 300);
+    std::thread work([&] {
+      for (int k = 0; k < 3; ++k) {
+        std::string name = "r" + std::to_string(next++);
+        int n = 1 + static_cast<int>(rng() % 3);
+        Reply r = Call("POST", "/app/v1/services", Sleeper(name, n));
+        if (r.status == 202) want[name] = n;
+        if (r.status == 0) {
+          // No answer: the server died before acknowledging; it may or may not exist.
+          want[name] = -n;
+        }
+      }
+      for (auto& [name, n] : want) {
+        if (n <= 0 || rng() % 2) continue;
+        int m = 1 + static_cast<int>(rng() % 3);
+        Reply r = Call("PUT", "/app/v1/services/" + name + "/components/sleeper",
+                       {{"number_of_containers", m}});
+        if (r.status == 200) n = m;
+        if (r.status == 0) n = -100 - m;  // unknown: either
+      }
+    });
+    std::this_thread::sleep_for(delay);
+    server_->Kill9();
+    work.join();
+    ASSERT_TRUE(server_->Start()) << server_->log();
+    // Resolve the unknowns from what the server says now: whatever it has must be whole.
+    for (auto& [name, n] : want) {
+      if (n >= 0) continue;
+      Reply s = Call("GET", "/app/v1/services/" + name);
+      if (s.status == 404 && n > -100) {
+        n = 0;
+        continue;
+      }
+      ASSERT_EQ(s.status, 200) << name << " was acknowledged but is lost";
+      n = s.body["components"][0]["number_of_containers"].get<int>();
+    }
+  }
+  for (auto& [name, n] : want) {
+    if (n == 0) continue;
+    ASSERT_TRUE(WaitState(name, "STABLE")) << name;
+    Reply s = Call("GET", "/app/v1/services/" + name);
+    EXPECT_EQ(s.body["components"][0]["number_of_containers"].get<int>(), n) << name;
+  }
+  WaitFor("exactly the wanted instances, once each", 30s, [&] {
+    auto live = LiveInstances(state_);
+    std::map<std::string, int> per_assembly;
+    for (const auto& [k, count] : live) {
+      if (count != 1) return false;
+      per_assembly[k.substr(6, k.find('/', 6) - 6)] += 1;
+    }
+    for (const auto& [name, n] : want) {
+      if (per_assembly[name] != n) return false;
+    }
+    return true;
+  });
+  for (const auto& [k, count] : LiveInstances(state_)) EXPECT_EQ(count, 1) << k;
+}
+
+}  // namespace
