@@ -152,6 +152,49 @@ std::map<std::string, int> LiveInstances(const std::string& state_dir) {
   return out;
 }
 
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the tarn CLI with `args` and extra environment entries "K=V"; at most `timeout`.
+CommandResult RunTarn(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                      const std::string& dir, std::chrono::seconds timeout = 120s) {
+  static int runs = 0;
+  const std::string out_path = dir + "/cli-" + std::to_string(++runs) + ".out";
+  const std::string err_path = dir + "/cli-" + std::to_string(runs) + ".err";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(out, 1);
+    ::dup2(err, 2);
+    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
+    std::vector<char*> argv;
+    argv.push_back(const_cast<char*>(TARN_BINARY));
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(TARN_BINARY, argv.data());
+    ::_exit(127);
+  }
+  CommandResult run;
+  int status = 0;
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(20ms);
+  }
+  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  run.out = ReadAll(out_path);
+  run.err = ReadAll(err_path);
+  return run;
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -502,6 +545,10 @@ TEST_F(ServerTest, BadRequestsGetClearErrors) {
   EXPECT_EQ(diag(r), "assembly nope not found");
   r = Call("GET", "/no/such/path");
   EXPECT_EQ(r.status, 404);
+  auto patch = c.Patch("/app/v1/services/ok?user.name=alice", "{}", "application/json");
+  ASSERT_TRUE(patch);
+  EXPECT_EQ(patch->status, 405);
+  EXPECT_EQ(patch->get_header_value("Allow"), "GET, PUT, DELETE");
   // The server is still fine and nothing was stored for the bad ones.
   EXPECT_EQ(Call("GET", "/app/v1/services").body.size(), 1u);
   EXPECT_EQ(Call("GET", "/healthz", json(), "").status, 200);
@@ -636,6 +683,102 @@ TEST_F(ServerTest, RandomKillNineDuringLaunchesAndFlexes) {
     return true;
   });
   for (const auto& [k, count] : LiveInstances(state_)) EXPECT_EQ(count, 1) << k;
+}
+
+// The CLI against a real server, as a user types it.
+TEST_F(ServerTest, CliDrivesARealServer) {
+  StartServer();
+  const std::vector<std::string> env = {"TARN_ADDR=127.0.0.1:" + std::to_string(server_->port()),
+                                        "TARN_USER=alice"};
+  const std::string sleeper = std::string(TARN_SOURCE_DIR) + "/examples/sleeper/sleeper.yaml";
+  CommandResult r = RunTarn({"launch", "--wait", "--timeout", "60", sleeper}, env, dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  r = RunTarn({"status", "sleeper-service"}, env, dir_);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sleeper-1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("READY"), std::string::npos) << r.out;
+  r = RunTarn({"flex", "sleeper-service", "sleeper", "3"}, env, dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("from 2 to 3"), std::string::npos) << r.out;
+  r = RunTarn({"list"}, env, dir_);
+  EXPECT_NE(r.out.find("sleeper-service"), std::string::npos) << r.out;
+  r = RunTarn({"status", "sleeper-service"}, {env[0], "TARN_USER=bob"}, dir_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "tarn: assembly sleeper-service not found (HTTP 404)\n");
+  r = RunTarn({"events", "sleeper-service"}, env, dir_);
+  EXPECT_NE(r.out.find("FLEX"), std::string::npos) << r.out;
+  r = RunTarn({"nodes"}, env, dir_);
+  EXPECT_NE(r.out.find("node-1"), std::string::npos) << r.out;
+  r = RunTarn({"destroy", "sleeper-service"}, env, dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(ServerTest, LogsFollowStreamsUntilTheRunEnds) {
+  StartServer();
+  json a = {
+      {"name", "talk"},
+      {"version", "1"},
+      {"components",
+       json::array({{{"name", "t"},
+                     {"number_of_containers", 1},
+                     {"restart_policy", "NEVER"},
+                     {"launch_command", "for i in 1 2 3 4 5; do echo line $i; sleep 0.3; done"},
+                     {"resource", {{"cpus", 1}, {"memory", "64"}}}}})}};
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  WaitFor("t-0 to run", 20s, [&] {
+    Reply s = Call("GET", "/app/v1/services/talk");
+    return s.body["components"][0]["containers"][0]["state"] == "READY";
+  });
+  const std::vector<std::string> env = {"TARN_ADDR=127.0.0.1:" + std::to_string(server_->port()),
+                                        "TARN_USER=alice"};
+  auto t0 = std::chrono::steady_clock::now();
+  CommandResult r = RunTarn({"logs", "-f", "talk", "t-0"}, env, dir_, 30s);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("line 1\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("line 5\n"), std::string::npos) << r.out;
+  EXPECT_GT(seconds, 0.5) << "it followed the run rather than printing what was there";
+  EXPECT_TRUE(WaitState("talk", "SUCCEEDED"));
+}
+
+TEST_F(ServerTest, RunInTheForegroundUntilTheAssemblyFinishes) {
+  const std::string ok = dir_ + "/job.json";
+  json job = {{"name", "job"},
+              {"version", "1"},
+              {"components", json::array({{{"name", "step"},
+                                           {"number_of_containers", 2},
+                                           {"restart_policy", "NEVER"},
+                                           {"launch_command", "echo hello from $TARN_INSTANCE"},
+                                           {"resource", {{"cpus", 1}, {"memory", "64"}}}}})}};
+  FILE* f = std::fopen(ok.c_str(), "w");
+  std::fputs(job.dump().c_str(), f);
+  std::fclose(f);
+  CommandResult r = RunTarn({"run", ok, "--timeout", "60", "--user", "alice"}, {}, dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("step-1 | hello from step-1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SUCCEEDED"), std::string::npos) << r.out;
+
+  job["components"][0]["launch_command"] = "echo failing >&2; exit 4";
+  const std::string bad = dir_ + "/bad.json";
+  f = std::fopen(bad.c_str(), "w");
+  std::fputs(job.dump().c_str(), f);
+  std::fclose(f);
+  r = RunTarn({"run", bad, "--timeout", "60", "--user", "alice"}, {}, dir_);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("FAILED"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exited with code 4"), std::string::npos) << r.out;
+
+  // A timeout ends it with 124 and stops everything.
+  job["components"][0]["launch_command"] = "sleep 1000";
+  const std::string slow = dir_ + "/slow.json";
+  f = std::fopen(slow.c_str(), "w");
+  std::fputs(job.dump().c_str(), f);
+  std::fclose(f);
+  const std::string run_state = dir_ + "/run-state";
+  r = RunTarn({"run", slow, "--timeout", "2", "--user", "alice", "--state-dir", run_state}, {},
+              dir_);
+  EXPECT_EQ(r.exit_code, 124) << r.out << r.err;
+  EXPECT_TRUE(LiveInstances(run_state).empty());
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "api/json_views.h"
@@ -130,7 +131,8 @@ ApiServer::ApiServer(Options options)
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_tcp_nodelay(true);
   http_->set_keep_alive_max_count(100000);
-  http_->set_keep_alive_timeout(30);
+  // An idle keep-alive connection holds a worker thread, and shutdown waits for it.
+  http_->set_keep_alive_timeout(5);
   http_->set_read_timeout(30);
   http_->set_write_timeout(30);
   http_->set_payload_max_length(options_.max_body_bytes);
@@ -247,18 +249,46 @@ void ApiServer::Routes() {
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       };
     }
-    void Get(const std::string& p, httplib::Server::Handler f) { http.Get(p, Timed(f)); }
-    void Post(const std::string& p, httplib::Server::Handler f) { http.Post(p, Timed(f)); }
-    void Put(const std::string& p, httplib::Server::Handler f) { http.Put(p, Timed(f)); }
-    void Delete(const std::string& p, httplib::Server::Handler f) { http.Delete(p, Timed(f)); }
+    void Get(const std::string& p, httplib::Server::Handler f) {
+      Note("GET", p);
+      http.Get(p, Timed(f));
+    }
+    void Post(const std::string& p, httplib::Server::Handler f) {
+      Note("POST", p);
+      http.Post(p, Timed(f));
+    }
+    void Put(const std::string& p, httplib::Server::Handler f) {
+      Note("PUT", p);
+      http.Put(p, Timed(f));
+    }
+    void Delete(const std::string& p, httplib::Server::Handler f) {
+      Note("DELETE", p);
+      http.Delete(p, Timed(f));
+    }
+    // Remembered so that a known path asked with another method gets 405, not 404.
+    void Note(const std::string& method, const std::string& pattern) {
+      self->routes_.push_back({std::regex(pattern), method});
+    }
   };
   Router h{this, *http_};
   ServiceLoop& loop = *options_.loop;
   const std::string domain = options_.domain;
 
-  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    std::string allowed;
     if (res.status == 404) {
+      for (const auto& [pattern, method] : routes_) {
+        if (std::regex_match(req.path, pattern) && allowed.find(method) == std::string::npos) {
+          allowed += (allowed.empty() ? "" : ", ") + method;
+        }
+      }
+    }
+    if (!allowed.empty()) {
+      res.set_header("Allow", allowed);
+      Error(res, 405,
+            req.method + " is not allowed on " + req.path + " (allowed: " + allowed + ")");
+    } else if (res.status == 404) {
       Error(res, 404, "no such path: " + req.method + " " + req.path + " (see docs/api.md)");
     } else if (res.status == 413) {
       Error(res, 413, "request body too large");
@@ -361,8 +391,8 @@ void ApiServer::Routes() {
         if (!OnlyFields(body, {"state", "lifetime", "name"}, res)) return;
         if (body.contains("name") && body["name"] != name) {
           return Error(res, 400,
-                       "name: the body names \"" + body["name"].dump() +
-                           "\" but the path names \"" + name + "\"");
+                       "name: the body names " + body["name"].dump() + " but the path names \"" +
+                           name + "\"");
         }
         std::string diagnostics;
         Status st;
@@ -410,6 +440,11 @@ void ApiServer::Routes() {
     json body;
     if (!ParseBody(req, res, &body)) return;
     if (!OnlyFields(body, {"number_of_containers", "name"}, res)) return;
+    if (body.contains("name") && body["name"] != comp) {
+      return Error(res, 400,
+                   "name: the body names " + body["name"].dump() +
+                       " but the path names component \"" + comp + "\"");
+    }
     if (!body.contains("number_of_containers")) {
       return Error(res, 400, "number_of_containers: missing");
     }

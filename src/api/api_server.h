@@ -7,7 +7,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include "api/service_loop.h"
 #include "common/status.h"
@@ -47,6 +49,7 @@ class ApiServer {
 
   Options options_;
   std::unique_ptr<httplib::Server> http_;
+  std::vector<std::pair<std::regex, std::string>> routes_;  // (path pattern, method)
   mutable std::mutex metrics_mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (method, status) -> count
   std::map<double, uint64_t> latency_buckets_;                // le -> count (cumulative later)

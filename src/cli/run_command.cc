@@ -212,6 +212,7 @@ int RunForeground(const RunFlags& run) {
       }
     }
   }
+  client.reset();  // close the keep-alive connection: the server's shutdown waits for it
   (*daemon)->Shutdown();
   if (temporary) std::filesystem::remove_all(state_dir);
   std::cout << "tarn run: " << prepared.name << " ended with exit status " << exit_code

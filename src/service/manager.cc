@@ -783,6 +783,25 @@ Status Manager::Launch(const std::string& user, const spec::Assembly& assembly,
     return AlreadyExistsError("assembly " + assembly.name + " already exists (user " + user +
                               "); destroy it first or choose another name");
   }
+  {
+    // The queue must exist and admit the user: refused now rather than pending forever.
+    const std::string queue = assembly.queue.empty() ? "default" : assembly.queue;
+    std::string names;
+    bool found = false;
+    for (const scheduler::QueueUsage& q : d.backend.Queues()) {
+      names += (names.empty() ? "" : ", ") + q.config.name;
+      if (q.config.name != queue) continue;
+      found = true;
+      if (!q.config.Allows(user)) {
+        return PermissionDeniedError("queue: " + queue + " does not admit user " + user +
+                                     " (acl_submit_applications)");
+      }
+    }
+    if (!found && !names.empty()) {
+      return InvalidArgumentError("queue: there is no queue \"" + queue + "\" (queues: " + names +
+                                  ")");
+    }
+  }
   Impl::Asm a;
   try {
     a.spec_json = json::parse(spec_json);

@@ -99,7 +99,13 @@ class FakeBackend final : public Backend {
     destroyed.push_back(user + "/" + a);
   }
   std::vector<scheduler::NodeUsage> Nodes() const override { return {}; }
-  std::vector<scheduler::QueueUsage> Queues() const override { return {}; }
+  std::vector<scheduler::QueueUsage> Queues() const override {
+    scheduler::QueueUsage def, research;
+    def.config.name = "default";
+    research.config.name = "research";
+    research.config.allowed_users = {"alice"};
+    return {def, research};
+  }
   std::string LogFile(const InstanceRef&, bool) const override { return ""; }
   std::string SharedDir(const std::string& u, const std::string& a) const override {
     return "/shared/" + u + "/" + a;
@@ -413,6 +419,18 @@ TEST_F(ManagerTest, UsersAreIsolated) {
   EXPECT_EQ(manager_->Stop("carol", "fmnist").code(), StatusCode::kNotFound);
   EXPECT_EQ(manager_->FindInstance("carol", "fmnist", "ps-0").status().code(),
             StatusCode::kNotFound);
+}
+
+TEST_F(ManagerTest, UnknownOrClosedQueuesAreRefusedAtLaunch) {
+  json j = Training();
+  j["queue"] = "nope";
+  Status s = Launch(j);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(), "queue: there is no queue \"nope\" (queues: default, research)");
+  j["queue"] = "research";
+  EXPECT_EQ(Launch(j, "bob").code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(Launch(j, "alice").ok());
+  EXPECT_EQ(manager_->Get("alice", "fmnist")->queue, "research");
 }
 
 TEST_F(ManagerTest, WaitsForResourcesAndSaysWhy) {
