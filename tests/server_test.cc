@@ -624,10 +624,11 @@ TEST_F(ServerTest, RandomKillNineDuringLaunchesAndFlexes) {
   StartServer();
   std::map<std::string, int> want;  // assembly -> instances it should have
   int next = 0;
-  for (int round = 0; round < 8; ++round) {
+  int unanswered = 0;  // requests cut off by the kill: the test must hit work in flight
+  for (int round = 0; round < 10; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     // A burst of work, then kill -9 after a random delay inside it.
-    const auto delay = std::chrono::milliseconds(rng() % 300);
+    const auto delay = std::chrono::milliseconds(rng() % 120);
     std::thread work([&] {
       for (int k = 0; k < 3; ++k) {
         std::string name = "r" + std::to_string(next++);
@@ -637,6 +638,7 @@ TEST_F(ServerTest, RandomKillNineDuringLaunchesAndFlexes) {
         if (r.status == 0) {
           // No answer: the server died before acknowledging; it may or may not exist.
           want[name] = -n;
+          ++unanswered;
         }
       }
       for (auto& [name, n] : want) {
@@ -645,7 +647,10 @@ TEST_F(ServerTest, RandomKillNineDuringLaunchesAndFlexes) {
         Reply r = Call("PUT", "/app/v1/services/" + name + "/components/sleeper",
                        {{"number_of_containers", m}});
         if (r.status == 200) n = m;
-        if (r.status == 0) n = -100 - m;  // unknown: either
+        if (r.status == 0) {
+          n = -100 - m;  // unknown: either
+          ++unanswered;
+        }
       }
     });
     std::this_thread::sleep_for(delay);
@@ -664,6 +669,8 @@ TEST_F(ServerTest, RandomKillNineDuringLaunchesAndFlexes) {
       n = s.body["components"][0]["number_of_containers"].get<int>();
     }
   }
+  EXPECT_GE(unanswered, 1) << "no kill landed while requests were in flight";
+  RecordProperty("unanswered_requests", unanswered);
   for (auto& [name, n] : want) {
     if (n == 0) continue;
     ASSERT_TRUE(WaitState(name, "STABLE")) << name;

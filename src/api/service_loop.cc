@@ -30,10 +30,7 @@ void ServiceLoop::Post(service::BackendEvent event) {
   {
     std::lock_guard lock(mu_);
     if (stopped_) return;
-    tasks_.push_back([this, e = std::move(event)] {
-      manager_->Handle(e);
-      ++events_;
-    });
+    events_pending_.push_back(std::move(event));
   }
   cv_.notify_one();
 }
@@ -62,9 +59,10 @@ uint64_t ServiceLoop::calls_handled() const { return calls_.load(); }
 void ServiceLoop::Run() {
   for (;;) {
     std::deque<std::function<void()>> batch;
+    std::vector<service::BackendEvent> events;
     {
       std::unique_lock lock(mu_);
-      if (tasks_.empty() && !stopping_) {
+      if (tasks_.empty() && events_pending_.empty() && !stopping_) {
         // Sleep until the manager's next deadline, measured on its clock.
         auto wait = max_idle_;
         if (auto next = manager_->NextDeadline()) {
@@ -72,15 +70,22 @@ void ServiceLoop::Run() {
           wait = std::clamp(until + std::chrono::milliseconds(1), std::chrono::milliseconds(0),
                             max_idle_);
         }
-        cv_.wait_for(lock, wait, [this] { return !tasks_.empty() || stopping_; });
+        cv_.wait_for(lock, wait,
+                     [this] { return !tasks_.empty() || !events_pending_.empty() || stopping_; });
       }
       batch.swap(tasks_);
-      if (batch.empty() && stopping_) return;
+      events.swap(events_pending_);
+      if (batch.empty() && events.empty() && stopping_) return;
+    }
+    // A burst of events is handled as one: one reconciliation, one store write.
+    if (!events.empty()) {
+      manager_->Handle(events);
+      events_ += events.size();
     }
     // Tasks run without the lock: they call the backend, which may Post() at once.
     for (auto& task : batch) task();
     auto next = manager_->NextDeadline();
-    if (batch.empty() || (next && *next <= clock_.Now())) manager_->Tick();
+    if ((batch.empty() && events.empty()) || (next && *next <= clock_.Now())) manager_->Tick();
   }
 }
 

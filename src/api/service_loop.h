@@ -10,6 +10,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "service/manager.h"
@@ -48,6 +49,7 @@ class ServiceLoop {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> tasks_;
+  std::vector<service::BackendEvent> events_pending_;
   bool stopping_ = false;
   bool stopped_ = false;
   std::atomic<uint64_t> events_{0};

@@ -981,6 +981,16 @@ Status Manager::SetLifetime(const std::string& user, const std::string& name, in
 }
 
 void Manager::Handle(const BackendEvent& e) {
+  HandleOne(e);
+  impl_->Step();
+}
+
+void Manager::Handle(const std::vector<BackendEvent>& events) {
+  for (const BackendEvent& e : events) HandleOne(e);
+  impl_->Step();
+}
+
+void Manager::HandleOne(const BackendEvent& e) {
   Impl& d = *impl_;
   auto it = d.by_key.find(e.key);
   if (it == d.by_key.end()) return;
@@ -1001,7 +1011,8 @@ void Manager::Handle(const BackendEvent& e) {
       i.next_probe = d.clock.Now();
       i.rec.state = i.ready ? kReady : kUnready;
       i.diagnostics = i.recovering ? "found running after a server restart" : "";
-      d.MarkDirty(a, i);
+      // Not written: running and readiness are observations a restarted server makes
+      // again (it recovers every STARTING instance), and 1,000 starts are 1,000 fsyncs.
       d.AddEvent(a, i.ref.component, i.ref.instance, i.recovering ? "ADOPTED" : "STARTED",
                  i.rec.container_id + (i.ip.empty() ? "" : " at " + i.ip));
       if (i.ready)
@@ -1061,7 +1072,6 @@ void Manager::Handle(const BackendEvent& e) {
       i.diagnostics = e.ready ? "" : "readiness check: " + e.detail;
       break;
   }
-  d.Step();
 }
 
 void Manager::Tick() { impl_->Step(); }

@@ -126,6 +126,8 @@ class Manager {
   // ---- Inputs from the backend and the clock ----
 
   void Handle(const BackendEvent& event);
+  // Several at once, then one Tick(): what the server's loop does with a burst of events.
+  void Handle(const std::vector<BackendEvent>& events);
   // Does whatever is due at the clock's Now(): placements, launches, restarts after their
   // backoff, probes, lifetimes. Call it after every command and event too (cheap).
   void Tick();
@@ -155,6 +157,7 @@ class Manager {
 
  private:
   explicit Manager(std::unique_ptr<Impl> impl);
+  void HandleOne(const BackendEvent& event);
   std::unique_ptr<Impl> impl_;
 };
 
