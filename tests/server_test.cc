@@ -122,10 +122,10 @@ struct Reply {
   std::string text;
 };
 
-// Live workload processes of instances under `state_dir`, by "user/assembly/instance":
+// Live workload processes of instances under `state_dir` with their "user/assembly/instance":
 // every process whose environment has TARN_SHARED_DIR below it and that runs `sleep`.
-std::map<std::string, int> LiveInstances(const std::string& state_dir) {
-  std::map<std::string, int> out;
+std::vector<std::pair<pid_t, std::string>> LivePids(const std::string& state_dir) {
+  std::vector<std::pair<pid_t, std::string>> out;
   DIR* d = ::opendir("/proc");
   if (d == nullptr) return out;
   while (dirent* e = ::readdir(d)) {
@@ -146,9 +146,16 @@ std::map<std::string, int> LiveInstances(const std::string& state_dir) {
     }
     if (vars["TARN_SHARED_DIR"].rfind(state_dir + "/", 0) != 0) continue;
     // Zombies have no environment; a stopped sleep is not live.
-    ++out[vars["TARN_USER"] + "/" + vars["TARN_ASSEMBLY"] + "/" + vars["TARN_INSTANCE"]];
+    out.push_back({std::stoi(e->d_name),
+                   vars["TARN_USER"] + "/" + vars["TARN_ASSEMBLY"] + "/" + vars["TARN_INSTANCE"]});
   }
   ::closedir(d);
+  return out;
+}
+
+std::map<std::string, int> LiveInstances(const std::string& state_dir) {
+  std::map<std::string, int> out;
+  for (const auto& [pid, key] : LivePids(state_dir)) ++out[key];
   return out;
 }
 
@@ -568,14 +575,26 @@ TEST_F(ServerTest, RestartedServerAdoptsItsInstances) {
   auto live_before = LiveInstances(state_);
   server_->Kill9();
   EXPECT_EQ(LiveInstances(state_), live_before) << "instances outlive the server";
+  // While the server is down, sleeper-2's workload dies.
+  for (const auto& [pid, key] : LivePids(state_)) {
+    if (key == "alice/keep/sleeper-2") ::kill(pid, SIGKILL);
+  }
   ASSERT_TRUE(server_->Start()) << server_->log();
-  ASSERT_TRUE(WaitState("keep", "STABLE"));
+  WaitFor("sleeper-2 to be restarted", 20s, [&] {
+    Reply s = Call("GET", "/app/v1/services/keep");
+    return s.body["state"] == "STABLE" && s.body["components"][0]["containers"][2]["restarts"] == 1;
+  });
   Reply after = Call("GET", "/app/v1/services/keep");
-  for (int k = 0; k < 3; ++k) {
+  for (int k = 0; k < 2; ++k) {
     EXPECT_EQ(after.body["components"][0]["containers"][k]["id"],
               before.body["components"][0]["containers"][k]["id"])
         << "adopted, not restarted";
+    EXPECT_EQ(after.body["components"][0]["containers"][k]["restarts"], 0);
   }
+  const json& restarted = after.body["components"][0]["containers"][2];
+  EXPECT_NE(restarted["id"], before.body["components"][0]["containers"][2]["id"]);
+  // sh -c reports its killed child as 128 + 9.
+  EXPECT_EQ(restarted["last_exit"], "exited with code 137") << restarted.dump();
   EXPECT_EQ(LiveInstances(state_), live_before);
 }
 
