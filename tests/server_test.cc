@@ -282,6 +282,16 @@ class ServerTest : public ::testing::Test {
     return false;
   }
 
+  // A READY instance's `sh -c` may not have started its `sleep` yet: wait for the count.
+  std::map<std::string, int> WaitLive(size_t n) {
+    std::map<std::string, int> live;
+    WaitFor(std::to_string(n) + " live instances", 20s, [&] {
+      live = LiveInstances(state_);
+      return live.size() == n;
+    });
+    return live;
+  }
+
   std::string State(const std::string& name, const std::string& user = "alice") {
     Reply r = Call("GET", "/app/v1/services/" + name, json(), user);
     return r.status == 200 ? r.body.value("state", "") : "HTTP " + std::to_string(r.status);
@@ -370,7 +380,9 @@ TEST_F(ServerTest, LaunchReachesStableInDependencyOrder) {
   EXPECT_EQ(c0["state"], "READY");
   EXPECT_EQ(c0["bare_host"], "node-1");
   EXPECT_GT(c0["launch_time"].get<int64_t>(), 0);
-  EXPECT_EQ(c0["ip"], "127.0.0.1");
+  // Its own address from the configured range (127.42.0.0/16 by default).
+  EXPECT_EQ(c0["ip"].get<std::string>().rfind("127.42.0.", 0), 0u) << c0.dump();
+  EXPECT_NE(c0["ip"], s.body["components"][0]["containers"][1]["ip"]);
   // Events show the order: both `first` STARTED before `second` was launched.
   Reply ev = Call("GET", "/tarn/v1/services/chain/events");
   ASSERT_EQ(ev.status, 200);
@@ -384,7 +396,7 @@ TEST_F(ServerTest, LaunchReachesStableInDependencyOrder) {
   }
   EXPECT_EQ(first_started, 2);
   EXPECT_FALSE(second_launched_early) << ev.text;
-  std::map<std::string, int> live = LiveInstances(state_);
+  std::map<std::string, int> live = WaitLive(3);
   EXPECT_EQ(live["alice/chain/first-0"], 1);
   EXPECT_EQ(live["alice/chain/first-1"], 1);
   EXPECT_EQ(live["alice/chain/second-0"], 1);
@@ -442,8 +454,7 @@ TEST_F(ServerTest, FlexUpAndDown) {
   ASSERT_EQ(r.status, 200) << r.text;
   EXPECT_EQ(r.body["diagnostics"], "Updating component (sleeper) size from 1 to 3");
   ASSERT_TRUE(WaitState("flex", "STABLE"));
-  auto live = LiveInstances(state_);
-  EXPECT_EQ(live.size(), 3u);
+  auto live = WaitLive(3);
   EXPECT_EQ(live["alice/flex/sleeper-2"], 1);
   ASSERT_EQ(
       Call("PUT", "/app/v1/services/flex/components/sleeper", {{"number_of_containers", 1}}).status,
@@ -478,7 +489,7 @@ TEST_F(ServerTest, StopStartDestroy) {
   // The spec is kept; start brings it back.
   ASSERT_EQ(Call("PUT", "/app/v1/services/sss", {{"state", "STARTED"}}).status, 200);
   ASSERT_TRUE(WaitState("sss", "STABLE"));
-  EXPECT_EQ(LiveInstances(state_).size(), 2u);
+  WaitLive(2);
   EXPECT_EQ(Call("PUT", "/app/v1/services/sss", {{"state", "STARTED"}}).status, 409);
   ASSERT_EQ(Call("DELETE", "/app/v1/services/sss").status, 200);
   WaitFor("destroyed", 20s, [&] { return Call("GET", "/app/v1/services/sss").status == 404; });
@@ -572,7 +583,7 @@ TEST_F(ServerTest, RestartedServerAdoptsItsInstances) {
   ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("keep", 3)).status, 202);
   ASSERT_TRUE(WaitState("keep", "STABLE"));
   Reply before = Call("GET", "/app/v1/services/keep");
-  auto live_before = LiveInstances(state_);
+  auto live_before = WaitLive(3);
   server_->Kill9();
   EXPECT_EQ(LiveInstances(state_), live_before) << "instances outlive the server";
   // While the server is down, sleeper-2's workload dies.
@@ -595,7 +606,36 @@ TEST_F(ServerTest, RestartedServerAdoptsItsInstances) {
   EXPECT_NE(restarted["id"], before.body["components"][0]["containers"][2]["id"]);
   // sh -c reports its killed child as 128 + 9.
   EXPECT_EQ(restarted["last_exit"], "exited with code 137") << restarted.dump();
-  EXPECT_EQ(LiveInstances(state_), live_before);
+  EXPECT_EQ(WaitLive(3), live_before);
+}
+
+// Each instance has its own address: two instances bind the same port, each on its own.
+TEST_F(ServerTest, InstancesBindTheSamePortOnTheirOwnAddresses) {
+  StartServer();
+  json a = {
+      {"name", "web"},
+      {"version", "1"},
+      {"components",
+       json::array(
+           {{{"name", "www"},
+             {"number_of_containers", 2},
+             {"launch_command", "exec /usr/bin/python3 -m http.server 8000 --bind $TARN_IP"},
+             {"resource", {{"cpus", 1}, {"memory", "128"}}},
+             {"readiness_check",
+              {{"type", "HTTP"}, {"properties", {{"url", "http://${THIS_HOST}:8000/"}}}}}}})}};
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  ASSERT_TRUE(WaitState("web", "STABLE", 60s));
+  Reply s = Call("GET", "/app/v1/services/web");
+  std::set<std::string> ips;
+  for (const json& c : s.body["components"][0]["containers"]) {
+    std::string ip = c["ip"];
+    ips.insert(ip);
+    httplib::Client client(ip, 8000);
+    auto r = client.Get("/");
+    ASSERT_TRUE(r) << "nothing answers on " << ip << ":8000";
+    EXPECT_EQ(r->status, 200);
+  }
+  EXPECT_EQ(ips.size(), 2u);
 }
 
 // Crash points in the code: the server dies exactly there, and a restart repairs it.

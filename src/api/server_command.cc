@@ -133,6 +133,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   bo.launch.domain = config.domain;
   bo.launch.bin_dir = bin_dir;
   bo.ip = config.instance_ip;
+  bo.address_range = config.address_range;
   bo.runtime = p->runtime.get();
   ServiceLoop* loop = p->loop.get();
   bo.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backend/local_backend.h"
 #include "common/dns_name.h"
 
 namespace tarn::api {
@@ -86,6 +87,14 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
       }
     } else if (k == "reserve_mb") {
       ASSIGN_OR_RETURN(c.reserve_mib, PositiveInt(v, source, k, 0));
+    } else if (k == "address_range") {
+      if (!v.is_string())
+        return Bad(source, k, "expected a CIDR such as \"127.42.0.0/16\" or \"\"");
+      if (!v.get<std::string>().empty()) {
+        auto range = backend::ParseLoopbackRange(v.get<std::string>());
+        if (!range.ok()) return Bad(source, k, range.status().message());
+      }
+      c.address_range = v.get<std::string>();
     } else if (k == "instance_ip") {
       in_addr addr{};
       if (!v.is_string() || ::inet_pton(AF_INET, v.get<std::string>().c_str(), &addr) != 1) {
@@ -122,7 +131,8 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
       }
     } else {
       return Bad(source, k,
-                 "unknown key (expected domain, queues, nodes, reserve_mb, instance_ip, "
+                 "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
+                 "instance_ip, "
                  "probe_interval_ms, worker_threads, restart)");
     }
   }

@@ -7,7 +7,9 @@
 //     "nodes": [{"name": "node-1", "vcores": 64, "memory_mb": 262144, "gpus": 0}],
 //                                             // a node inventory instead of this machine
 //     "reserve_mb": 1024,                     // memory kept back from this machine
-//     "instance_ip": "127.0.0.1",             // the address instances bind (TARN_IP)
+//     "address_range": "127.42.0.0/16",       // each instance's own address (TARN_IP) comes
+//                                             // from here; "" = all share "instance_ip"
+//     "instance_ip": "127.0.0.1",
 //     "probe_interval_ms": 1000,              // between readiness probes of an instance
 //     "worker_threads": 4,                    // the backend's container workers
 //     "restart": {"initial_backoff_ms": 1000, "max_backoff_ms": 300000,
@@ -33,6 +35,7 @@ struct ServerConfig {
   std::vector<scheduler::QueueConfig> queues;  // ParseQueues'd; includes "default"
   std::vector<scheduler::NodeSpec> nodes;      // empty: this machine
   int64_t reserve_mib = 1024;
+  std::string address_range = "127.42.0.0/16";
   std::string instance_ip = "127.0.0.1";
   std::chrono::milliseconds probe_interval{1000};
   int worker_threads = 4;

@@ -1,5 +1,6 @@
 #include "backend/local_backend.h"
 
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -221,8 +222,43 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(Options options) {
   so.clock = options.clock;
   auto scheduler = scheduler::Scheduler::Create(std::move(so));
   if (!scheduler.ok()) return scheduler.status().WithContext("local backend");
-  return std::unique_ptr<LocalBackend>(
+  uint32_t first = 0, last = 0;
+  if (!options.address_range.empty()) {
+    ASSIGN_OR_RETURN(auto range, ParseLoopbackRange(options.address_range));
+    first = range.first;
+    last = range.second;
+  }
+  auto backend = std::unique_ptr<LocalBackend>(
       new LocalBackend(std::move(options), std::move(scheduler).value()));
+  backend->range_first_ = first;
+  backend->range_last_ = last;
+  return backend;
+}
+
+StatusOr<std::pair<uint32_t, uint32_t>> ParseLoopbackRange(const std::string& cidr) {
+  auto bad = [&](const std::string& why) {
+    return InvalidArgumentError("address range \"" + cidr + "\": " + why);
+  };
+  auto slash = cidr.find('/');
+  if (slash == std::string::npos) return bad("expected CIDR notation such as 127.42.0.0/16");
+  in_addr a{};
+  if (::inet_pton(AF_INET, cidr.substr(0, slash).c_str(), &a) != 1) {
+    return bad("not an IPv4 address");
+  }
+  const std::string bits_text = cidr.substr(slash + 1);
+  if (bits_text.empty() || bits_text.size() > 2 ||
+      !std::all_of(bits_text.begin(), bits_text.end(), ::isdigit)) {
+    return bad("expected a prefix length");
+  }
+  const int bits = std::stoi(bits_text);
+  if (bits < 8 || bits > 30) return bad("the prefix length must be 8..30");
+  const uint32_t mask = bits == 0 ? 0 : ~uint32_t{0} << (32 - bits);
+  const uint32_t network = ntohl(a.s_addr) & mask;
+  if ((network >> 24) != 127) {
+    return bad("must be inside 127.0.0.0/8 (loopback: nothing sent there leaves the machine)");
+  }
+  // network + 1 is kept for tarn's DNS server; the broadcast address is not used.
+  return std::make_pair(network + 2, (network | ~mask) - 1);
 }
 
 LocalBackend::LocalBackend(Options options, std::unique_ptr<scheduler::Scheduler> scheduler)
@@ -274,7 +310,22 @@ std::vector<std::string> LocalBackend::Place() {
   }
   std::vector<std::string> keys;
   keys.reserve(placed.size());
-  for (scheduler::Placement& p : placed) keys.push_back(std::move(p.id));
+  std::lock_guard<std::mutex> lock(scheduler_mu_);
+  for (scheduler::Placement& p : placed) {
+    if (range_first_ != 0 && !address_of_.count(p.id)) {
+      // The lowest free address; with the range used up the instance shares `ip`.
+      uint32_t a = range_first_;
+      for (uint32_t used : addresses_used_) {
+        if (used != a) break;
+        ++a;
+      }
+      if (a <= range_last_) {
+        address_of_[p.id] = a;
+        addresses_used_.insert(a);
+      }
+    }
+    keys.push_back(std::move(p.id));
+  }
   return keys;
 }
 
@@ -287,7 +338,7 @@ service::PlacementStatus LocalBackend::GetPlacement(const std::string& key) cons
   if (!d.ok()) return st;  // kUnknown
   if (const auto* placed = std::get_if<scheduler::Placed>(&*d)) {
     st.phase = service::PlacementStatus::Phase::kPlaced;
-    st.placement = {placed->node, placed->gpus};
+    st.placement = {placed->node, placed->gpus, AddressOf(key)};
   } else if (const auto* pending = std::get_if<scheduler::Pending>(&*d)) {
     st.phase = service::PlacementStatus::Phase::kPending;
     st.reason = pending->reason;
@@ -302,12 +353,50 @@ Status LocalBackend::RestorePlacement(const spec::Assembly& assembly, const Inst
                                       const service::Placement& placement) {
   ASSIGN_OR_RETURN(scheduler::Request r, RequestFor(assembly, ref));
   std::lock_guard<std::mutex> lock(scheduler_mu_);
-  return scheduler_->Restore(r, placement.node, placement.gpus);
+  uint32_t address = 0;
+  if (range_first_ != 0 && !placement.ip.empty()) {
+    in_addr a{};
+    if (::inet_pton(AF_INET, placement.ip.c_str(), &a) != 1 || ntohl(a.s_addr) < range_first_ ||
+        ntohl(a.s_addr) > range_last_) {
+      return FailedPreconditionError(ref.Key() + ": its address " + placement.ip +
+                                     " is outside the configured range " + options_.address_range);
+    }
+    address = ntohl(a.s_addr);
+    if (addresses_used_.count(address)) {
+      return FailedPreconditionError(ref.Key() + ": its address " + placement.ip +
+                                     " is already held by another instance");
+    }
+  }
+  RETURN_IF_ERROR(scheduler_->Restore(r, placement.node, placement.gpus));
+  if (address != 0) {
+    address_of_[ref.Key()] = address;
+    addresses_used_.insert(address);
+  }
+  return OkStatus();
 }
 
 void LocalBackend::ReleasePlacement(const std::string& key) {
   std::lock_guard<std::mutex> lock(scheduler_mu_);
   (void)scheduler_->Release(key);  // NotFound: nothing to release
+  if (auto it = address_of_.find(key); it != address_of_.end()) {
+    addresses_used_.erase(it->second);
+    address_of_.erase(it);
+  }
+}
+
+std::string LocalBackend::AddressOf(const std::string& key) const {
+  uint32_t a = 0;
+  {
+    std::lock_guard<std::mutex> lock(scheduler_mu_);
+    auto it = address_of_.find(key);
+    if (it == address_of_.end()) return options_.ip;
+    a = it->second;
+  }
+  in_addr addr{};
+  addr.s_addr = htonl(a);
+  char buf[INET_ADDRSTRLEN];
+  ::inet_ntop(AF_INET, &addr, buf, sizeof buf);
+  return buf;
 }
 
 // ---- Containers: queued ----
@@ -389,6 +478,7 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
 
   LaunchContext ctx = ContextFor(ref.user);
   ctx.container_id = container_id;
+  if (!placement.ip.empty()) ctx.ip = placement.ip;
   if (options_.run_as) {
     ctx.run_as = *options_.run_as;
   } else {
@@ -501,7 +591,7 @@ void LocalBackend::DoProbe(const spec::Assembly& assembly, const InstanceRef& re
     vars.Set("SERVICE_HDFS_DIR", backend::SharedDir(ctx, assembly.name));
     spec::ReadinessCheck substituted = check;
     for (auto& [name, value] : substituted.properties) value = spec::Substitute(value, vars).text;
-    service::ProbeResult r = service::Probe(substituted, ctx.ip);
+    service::ProbeResult r = service::Probe(substituted, AddressOf(e.key));
     e.ready = r.ready;
     e.detail = std::move(r.detail);
   }
@@ -625,7 +715,7 @@ void LocalBackend::StartedAndWatch(const std::string& key, const std::string& co
   e.kind = BackendEvent::Kind::kStarted;
   e.key = key;
   e.container_id = container_id;
-  e.ip = options_.ip;
+  e.ip = AddressOf(key);
   // One critical section: the monitor cannot report the exit before the start is out.
   std::lock_guard<std::mutex> lock(mu_);
   Emit(std::move(e));

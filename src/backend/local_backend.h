@@ -43,6 +43,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -60,6 +61,11 @@ namespace tarn::backend {
 
 class KeyedWorkQueue;  // local_backend.cc: the worker pool
 
+// "127.42.0.0/16" -> the first and last address (host byte order) instances may get: the
+// range's first address is kept for tarn's DNS server, the last is its broadcast address.
+// Refuses ranges outside 127.0.0.0/8.
+StatusOr<std::pair<uint32_t, uint32_t>> ParseLoopbackRange(const std::string& cidr);
+
 class LocalBackend final : public service::Backend {
  public:
   struct Options {
@@ -75,7 +81,12 @@ class LocalBackend final : public service::Backend {
     // `run_as` fixes one account for all.
     runtime::RunAsPolicy run_as_policy;
     std::optional<runtime::RunAs> run_as;
-    // The address every instance binds (TARN_IP) and is probed at. One for all for now.
+    // Each placed instance gets its own address from `address_range` (an IPv4 CIDR inside
+    // 127.0.0.0/8, e.g. "127.42.0.0/16": loopback, so every address works without
+    // configuration), held as long as its place: it binds there (TARN_IP), is probed there,
+    // and its DNS name points there. The range's first address is kept for tarn's DNS
+    // server. Empty: every instance shares `ip`.
+    std::string address_range;
     std::string ip = "127.0.0.1";
     // Required; not owned; must outlive the backend and allow calls from several threads
     // at once (ShimRuntime does: it keeps no state but its options).
@@ -178,6 +189,11 @@ class LocalBackend final : public service::Backend {
 
   mutable std::mutex scheduler_mu_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;  // guarded by scheduler_mu_
+  // Per-instance addresses (guarded by scheduler_mu_): by key, and the ones in use.
+  uint32_t range_first_ = 0, range_last_ = 0;  // host order; 0: no range
+  std::unordered_map<std::string, uint32_t> address_of_;
+  std::set<uint32_t> addresses_used_;
+  std::string AddressOf(const std::string& key) const;  // "" without one; takes the lock
 
   std::mutex mu_;  // guards the two maps below and every call of options_.events
   std::unordered_map<std::string, Watched> watched_;  // by instance key: its running container

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/file.h"
@@ -273,6 +274,47 @@ TEST_F(LocalBackendTest, CreateNeedsItsDependencies) {
   EXPECT_EQ(LocalBackend::Create(o).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(ParseLoopbackRange, AcceptsLoopbackCidrsOnly) {
+  auto r = ParseLoopbackRange("127.42.0.0/16");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->first, (127u << 24 | 42u << 16) + 2);  // .1 is the DNS server's
+  EXPECT_EQ(r->second, (127u << 24 | 42u << 16 | 0xffffu) - 1);
+  EXPECT_FALSE(ParseLoopbackRange("10.0.0.0/8").ok());
+  EXPECT_FALSE(ParseLoopbackRange("127.42.0.0").ok());
+  EXPECT_FALSE(ParseLoopbackRange("127.42.0.0/31").ok());
+  EXPECT_FALSE(ParseLoopbackRange("127.42.0.0/x").ok());
+  EXPECT_FALSE(ParseLoopbackRange("nonsense/16").ok());
+}
+
+TEST_F(LocalBackendTest, EachPlacedInstanceHoldsItsOwnAddress) {
+  LocalBackend::Options o = Options();
+  o.address_range = "127.42.0.0/24";
+  LocalBackend& b = Make(o);
+  spec::Assembly a = Training("net");
+  std::vector<InstanceRef> gang = {Ref("net", "ps", 0), Ref("net", "worker", 0),
+                                   Ref("net", "worker", 1)};
+  ASSERT_TRUE(b.RequestPlacement(a, gang, true).ok());
+  ASSERT_EQ(b.Place().size(), 3u);
+  std::set<std::string> ips;
+  for (const InstanceRef& r : gang) ips.insert(b.GetPlacement(r.Key()).placement.ip);
+  EXPECT_EQ(ips, (std::set<std::string>{"127.42.0.2", "127.42.0.3", "127.42.0.4"}));
+  const std::string freed = b.GetPlacement("alice/net/worker-0").placement.ip;
+  b.ReleasePlacement("alice/net/worker-0");
+  ASSERT_TRUE(b.RequestPlacement(a, {Ref("net", "worker", 0)}, false).ok());
+  ASSERT_EQ(b.Place().size(), 1u);
+  EXPECT_EQ(b.GetPlacement("alice/net/worker-0").placement.ip, freed) << "lowest free first";
+  // After a server restart an instance keeps its address; a taken one is refused.
+  b.ReleasePlacement("alice/net/ps-0");
+  EXPECT_TRUE(b.RestorePlacement(a, Ref("net", "ps", 0), {"local", {}, "127.42.0.9"}).ok());
+  EXPECT_EQ(b.GetPlacement("alice/net/ps-0").placement.ip, "127.42.0.9");
+  const std::vector<int> gpus = b.GetPlacement("alice/net/worker-1").placement.gpus;
+  b.ReleasePlacement("alice/net/worker-1");
+  Status taken = b.RestorePlacement(a, Ref("net", "worker", 1), {"local", gpus, "127.42.0.9"});
+  EXPECT_EQ(taken.code(), StatusCode::kFailedPrecondition) << taken.ToString();
+  Status outside = b.RestorePlacement(a, Ref("net", "worker", 1), {"local", gpus, "127.43.0.9"});
+  EXPECT_EQ(outside.code(), StatusCode::kFailedPrecondition) << outside.ToString();
+}
+
 TEST_F(LocalBackendTest, GangIsPlacedAllOrNothingAndWaitsForRelease) {
   LocalBackend& b = Make();
   spec::Assembly first = Training("first"), second = Training("second");
@@ -319,7 +361,7 @@ TEST_F(LocalBackendTest, SinglesInfeasibleRequestsAndRestoredPlacements) {
     {"name": "big", "number_of_containers": 1, "launch_command": "sleep 1",
      "resource": {"cpus": 64, "memory": "256"}}]})");
   ASSERT_TRUE(b.RequestPlacement(huge, {Ref("huge", "big", 0)}, false).ok());
-  ASSERT_TRUE(b.RestorePlacement(a, Ref("t", "worker", 1), {"local", {1}}).ok());
+  ASSERT_TRUE(b.RestorePlacement(a, Ref("t", "worker", 1), {"local", {1}, ""}).ok());
   ASSERT_TRUE(b.RequestPlacement(a, {Ref("t", "worker", 0), Ref("t", "web", 0)}, false).ok());
   EXPECT_EQ(b.Place().size(), 2u);
   EXPECT_EQ(b.GetPlacement("alice/t/worker-0").placement.gpus, std::vector<int>{0});
@@ -337,7 +379,7 @@ TEST_F(LocalBackendTest, SinglesInfeasibleRequestsAndRestoredPlacements) {
 TEST_F(LocalBackendTest, LaunchStartsTheInstancesContainer) {
   LocalBackend& b = Make();
   spec::Assembly a = Training("t");
-  b.Launch(a, Ref("t", "worker", 1), {"local", {1}}, "c1");
+  b.Launch(a, Ref("t", "worker", 1), {"local", {1}, ""}, "c1");
   BackendEvent e = events_.Await(Kind::kStarted, "c1");
   EXPECT_EQ(e.key, "alice/t/worker-1");
   EXPECT_EQ(e.ip, "127.0.0.1");
@@ -352,10 +394,10 @@ TEST_F(LocalBackendTest, LaunchStartsTheInstancesContainer) {
   EXPECT_EQ(b.SharedDir("alice", "t"), dir_ + "/shared/alice/t");
 
   runtime_.FailStarts(FailedPreconditionError("alice/t/web-0: cannot start: no such program"));
-  b.Launch(a, Ref("t", "web", 0), {"local", {}}, "c2");
+  b.Launch(a, Ref("t", "web", 0), {"local", {}, ""}, "c2");
   EXPECT_EQ(events_.Await(Kind::kStartFailed, "c2").detail,
             "alice/t/web-0: cannot start: no such program");
-  b.Launch(a, Ref("t", "nope", 0), {"local", {}}, "c3");
+  b.Launch(a, Ref("t", "nope", 0), {"local", {}, ""}, "c3");
   EXPECT_NE(events_.Await(Kind::kStartFailed, "c3").detail.find("no component \"nope\""),
             std::string::npos);
 }
@@ -364,9 +406,9 @@ TEST_F(LocalBackendTest, NeverTwoCopiesOfOneInstance) {
   LocalBackend& b = Make();
   spec::Assembly a = Training("t");
   InstanceRef web = Ref("t", "web", 0);
-  b.Launch(a, web, {"local", {}}, "c1");
+  b.Launch(a, web, {"local", {}, ""}, "c1");
   events_.Await(Kind::kStarted, "c1");
-  b.Launch(a, web, {"local", {}}, "c2");
+  b.Launch(a, web, {"local", {}, ""}, "c2");
   std::string why = events_.Await(Kind::kStartFailed, "c2").detail;
   EXPECT_NE(why.find("already runs as container c1"), std::string::npos) << why;
   EXPECT_NE(why.find("not starting a second copy"), std::string::npos) << why;
@@ -374,7 +416,7 @@ TEST_F(LocalBackendTest, NeverTwoCopiesOfOneInstance) {
 
   // Once it has ended, a new start retires it, keeping its logs as the previous run's.
   runtime_.Exit(Shim(web), 1);
-  b.Launch(a, web, {"local", {}}, "c3");
+  b.Launch(a, web, {"local", {}, ""}, "c3");
   events_.Await(Kind::kStarted, "c3");
   EXPECT_EQ(events_.Await(Kind::kExited, "c1").exit.exit_code, 1);
   EXPECT_EQ(runtime_.starts(), 2);
@@ -390,7 +432,7 @@ TEST_F(LocalBackendTest, ExitIsReportedExactlyOnce) {
   LocalBackend& b = Make(o);
   spec::Assembly a = Training("t");
   InstanceRef web = Ref("t", "web", 0);
-  b.Launch(a, web, {"local", {}}, "c1");
+  b.Launch(a, web, {"local", {}, ""}, "c1");
   events_.Await(Kind::kStarted, "c1");
   b.CheckContainersForTest();
   EXPECT_EQ(events_.Count(Kind::kExited, "c1"), 0);
@@ -399,7 +441,8 @@ TEST_F(LocalBackendTest, ExitIsReportedExactlyOnce) {
   b.CheckContainersForTest();
   b.Stop(web, "c1");  // already ended: nothing more to say
   b.Recover(a, web, "c1");
-  b.Launch(a, web, {"local", {}}, "c2");  // runs after Stop and Recover (one instance, in order)
+  b.Launch(a, web, {"local", {}, ""},
+           "c2");  // runs after Stop and Recover (one instance, in order)
   events_.Await(Kind::kStarted, "c2");
   b.CheckContainersForTest();
   EXPECT_EQ(events_.Count(Kind::kExited, "c1"), 1);
@@ -416,7 +459,7 @@ TEST_F(LocalBackendTest, ExitIsReportedOnceWhileStopsRaceTheMonitor) {
      "resource": {"cpus": 1, "memory": "16"}}]})");
   const int n = 20;
   for (int i = 0; i < n; ++i)
-    b.Launch(a, Ref("many", "w", i), {"local", {}}, "a" + std::to_string(i));
+    b.Launch(a, Ref("many", "w", i), {"local", {}, ""}, "a" + std::to_string(i));
   for (int i = 0; i < n; ++i) events_.Await(Kind::kStarted, "a" + std::to_string(i));
   for (int i = 0; i < n; ++i) {
     if (i % 2 == 0) runtime_.Exit(Shim(Ref("many", "w", i)), 0);
@@ -426,7 +469,7 @@ TEST_F(LocalBackendTest, ExitIsReportedOnceWhileStopsRaceTheMonitor) {
   for (int i = 0; i < n; ++i) events_.Await(Kind::kExited, "a" + std::to_string(i));
   // A later start of each instance runs after its stops; then one more monitor pass.
   for (int i = 0; i < n; ++i)
-    b.Launch(a, Ref("many", "w", i), {"local", {}}, "b" + std::to_string(i));
+    b.Launch(a, Ref("many", "w", i), {"local", {}, ""}, "b" + std::to_string(i));
   for (int i = 0; i < n; ++i) events_.Await(Kind::kStarted, "b" + std::to_string(i));
   b.CheckContainersForTest();
   for (int i = 0; i < n; ++i) EXPECT_EQ(events_.Count(Kind::kExited, "a" + std::to_string(i)), 1);
@@ -436,7 +479,7 @@ TEST_F(LocalBackendTest, StopReportsTheExit) {
   LocalBackend& b = Make();
   spec::Assembly a = Training("t");
   InstanceRef web = Ref("t", "web", 0);
-  b.Launch(a, web, {"local", {}}, "c1");
+  b.Launch(a, web, {"local", {}, ""}, "c1");
   b.Stop(web, "c1");  // right behind the launch: stops what it started
   EXPECT_EQ(events_.Await(Kind::kExited, "c1").exit.signal, SIGTERM);
   EXPECT_EQ(events_.Count(Kind::kStarted, "c1"), 1);
@@ -457,9 +500,9 @@ TEST_F(LocalBackendTest, RecoverFindsRunningExitedLostAndMissingContainers) {
   InstanceRef ps = Ref("t", "ps", 0), web = Ref("t", "web", 0), w0 = Ref("t", "worker", 0);
   {
     LocalBackend& b = Make();
-    b.Launch(a, ps, {"local", {}}, "c1");
-    b.Launch(a, web, {"local", {}}, "c2");
-    b.Launch(a, w0, {"local", {0}}, "c3");
+    b.Launch(a, ps, {"local", {}, ""}, "c1");
+    b.Launch(a, web, {"local", {}, ""}, "c2");
+    b.Launch(a, w0, {"local", {0}, ""}, "c3");
     events_.Await(Kind::kStarted, "c1");
     events_.Await(Kind::kStarted, "c2");
     events_.Await(Kind::kStarted, "c3");
@@ -587,8 +630,8 @@ TEST_F(LocalBackendTest, CleanupKeepsLogsUnlessToldAndDestroyRemovesAll) {
   LocalBackend& b = Make();
   spec::Assembly a = Training("t");
   InstanceRef web = Ref("t", "web", 0), ps = Ref("t", "ps", 0);
-  b.Launch(a, web, {"local", {}}, "c1");
-  b.Launch(a, ps, {"local", {}}, "c2");
+  b.Launch(a, web, {"local", {}, ""}, "c1");
+  b.Launch(a, ps, {"local", {}, ""}, "c2");
   b.Cleanup(web, false);  // still running: left alone
   b.WaitForIdleForTest();
   const std::string work = dir_ + "/containers/alice/t/web-0";
@@ -630,8 +673,8 @@ TEST_F(LocalBackendTest, DestroyLeavesTheDirectoriesOfARunningContainer) {
   LocalBackend& b = Make();
   spec::Assembly a = Training("t");
   InstanceRef web = Ref("t", "web", 0), ps = Ref("t", "ps", 0);
-  b.Launch(a, web, {"local", {}}, "c1");
-  b.Launch(a, ps, {"local", {}}, "c2");
+  b.Launch(a, web, {"local", {}, ""}, "c1");
+  b.Launch(a, ps, {"local", {}, ""}, "c2");
   b.WaitForIdleForTest();
   runtime_.Exit(Shim(ps), 0);
   b.DestroyAssembly("alice", "t");
@@ -709,8 +752,8 @@ class LocalBackendAsRoot : public ::testing::Test {
 TEST_F(LocalBackendAsRoot, StartsReportsExitsAndStops) {
   LocalBackend& b = Make();
   spec::Assembly a = Assembly(1);
-  b.Launch(a, Ref("failer"), {"local", {}}, "f1");
-  b.Launch(a, Ref("sleeper"), {"local", {}}, "s1");
+  b.Launch(a, Ref("failer"), {"local", {}, ""}, "f1");
+  b.Launch(a, Ref("sleeper"), {"local", {}, ""}, "s1");
   EXPECT_EQ(events_.Await(Kind::kStarted, "f1").ip, "127.0.0.1");
   BackendEvent exited = events_.Await(Kind::kExited, "f1");
   EXPECT_EQ(exited.exit.exit_code, 3);
@@ -718,14 +761,14 @@ TEST_F(LocalBackendAsRoot, StartsReportsExitsAndStops) {
   EXPECT_EQ(ReadAll(b.LogFile(Ref("failer"), true)), "bye\n");
 
   events_.Await(Kind::kStarted, "s1");
-  b.Launch(a, Ref("sleeper"), {"local", {}}, "s2");  // never a second copy
+  b.Launch(a, Ref("sleeper"), {"local", {}, ""}, "s2");  // never a second copy
   EXPECT_NE(events_.Await(Kind::kStartFailed, "s2").detail.find("already runs"), std::string::npos);
   b.Stop(Ref("sleeper"), "s1");
   BackendEvent stopped = events_.Await(Kind::kExited, "s1");
   EXPECT_EQ(stopped.exit.signal, SIGTERM) << stopped.exit.diagnostics;
 
   // A restart keeps the earlier run's logs as the previous ones.
-  b.Launch(a, Ref("failer"), {"local", {}}, "f2");
+  b.Launch(a, Ref("failer"), {"local", {}, ""}, "f2");
   events_.Await(Kind::kExited, "f2");
   EXPECT_EQ(ReadAll(b.PreviousLogFile(Ref("failer"), true)), "bye\n");
   EXPECT_EQ(events_.Count(Kind::kExited, "f1"), 1);
@@ -733,7 +776,7 @@ TEST_F(LocalBackendAsRoot, StartsReportsExitsAndStops) {
 
 TEST_F(LocalBackendAsRoot, RecoversARunningContainerAfterARestart) {
   spec::Assembly a = Assembly(1);
-  Make().Launch(a, Ref("sleeper"), {"local", {}}, "s1");
+  Make().Launch(a, Ref("sleeper"), {"local", {}, ""}, "s1");
   events_.Await(Kind::kStarted, "s1");
   backend_.reset();  // the server goes; the container stays
 
@@ -764,7 +807,7 @@ TEST_F(LocalBackendAsRoot, PortProbeTurnsReadyOnceTheInstanceListens) {
   LocalBackend& b = Make();
   spec::Assembly a = Assembly(port);
   const spec::ReadinessCheck check = *a.components[2].readiness_check;
-  b.Launch(a, Ref("listener"), {"local", {}}, "l1");
+  b.Launch(a, Ref("listener"), {"local", {}, ""}, "l1");
   events_.Await(Kind::kStarted, "l1");
   // Probe as the service does, every 20 ms until ready (python needs a moment to bind).
   BackendEvent probed;

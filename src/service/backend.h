@@ -37,6 +37,7 @@ struct InstanceRef {
 struct Placement {
   std::string node;
   std::vector<int> gpus;  // device indices on that node
+  std::string ip;         // the instance's own address, held with its place; "" if none
 
   friend bool operator==(const Placement&, const Placement&) = default;
 };

@@ -307,6 +307,7 @@ struct Manager::Impl {
     i.rec.container_id = NextContainerId(i.ref, i.rec.container_id);
     i.rec.node = i.placement.node;
     i.rec.gpus_json = GpusJson(i.placement.gpus);
+    i.rec.ip = i.placement.ip;
     i.rec.state = kStarting;
     i.rec.launched_ms = clock.WallMillis();
     i.phase = Phase::kStarting;
@@ -725,7 +726,7 @@ struct Manager::Impl {
           i.phase = Phase::kWaiting;
           continue;
         }
-        i.placement = {ir.node, GpusFromJson(ir.gpus_json)};
+        i.placement = {ir.node, GpusFromJson(ir.gpus_json), ir.ip};
         Status placed = backend.RestorePlacement(as.spec, i.ref, i.placement);
         if (!placed.ok()) {
           // Its place is gone (the node inventory changed): find a new one after it is
@@ -1177,7 +1178,9 @@ InstanceStatus ViewInstance(const Manager::Impl& d, const Manager::Impl::Asm& a,
   v.index = i.ref.index;
   v.container_id = i.rec.container_id;
   v.hostname = spec::InstanceHostname(i.ref.instance, a.rec.name, a.rec.user, d.options.domain);
-  v.ip = i.phase == Phase::kRunning || i.phase == Phase::kStopping ? i.ip : "";
+  // Its address is its own from placement on (its name resolves before it starts).
+  v.ip = i.has_placement ? i.placement.ip
+                         : (i.phase == Phase::kRunning || i.phase == Phase::kStopping ? i.ip : "");
   v.node = i.has_placement ? i.placement.node : i.rec.node;
   v.gpus = i.has_placement ? i.placement.gpus : std::vector<int>{};
   v.restarts = i.rec.restarts;

@@ -57,7 +57,10 @@ class FakeBackend final : public Backend {
     PlacementStatus s;
     if (placed_.count(key)) {
       s.phase = PlacementStatus::Phase::kPlaced;
-      s.placement = {"node-a", {}};
+      s.placement = {
+          "node-a",
+          {},
+          "127.42.0." + std::to_string(2 + std::distance(placed_.begin(), placed_.find(key)))};
     } else {
       for (const auto& g : pending_) {
         if (std::find(g.begin(), g.end(), key) != g.end()) {
@@ -251,7 +254,7 @@ TEST_F(ManagerTest, LaunchRespectsDependencyOrderAndBecomesStable) {
   EXPECT_EQ(State("fmnist"), "STABLE");
   auto w = Instance("fmnist", "worker-1");
   EXPECT_EQ(w.hostname, "worker-1.fmnist.alice.tarn");
-  EXPECT_EQ(w.ip, "127.0.0.1");
+  EXPECT_EQ(w.ip.rfind("127.42.0.", 0), 0u) << w.ip;
   EXPECT_EQ(w.node, "node-a");
   EXPECT_EQ(w.container_id, "alice_fmnist_worker-1_1");
 }

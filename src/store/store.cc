@@ -7,7 +7,7 @@
 namespace tarn::store {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (
@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS instances (
   restarts INTEGER NOT NULL,
   last_exit TEXT NOT NULL,
   launched_ms INTEGER NOT NULL,
+  ip TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (user, assembly, name),
   FOREIGN KEY (user, assembly) REFERENCES assemblies (user, name) ON DELETE CASCADE
 );
@@ -129,6 +130,16 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   if (!found) {
     RETURN_IF_ERROR(store->Exec("INSERT INTO meta VALUES ('schema_version', '" +
                                 std::to_string(kSchemaVersion) + "')"));
+  } else if (std::atoll(get.Text(0).c_str()) == 1) {
+    // Version 2 gave each instance its own address.
+    RETURN_IF_ERROR(
+        store
+            ->Transaction([&]() -> Status {
+              RETURN_IF_ERROR(
+                  store->Exec("ALTER TABLE instances ADD COLUMN ip TEXT NOT NULL DEFAULT ''"));
+              return store->Exec("UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+            })
+            .WithContext(path));
   } else if (std::atoll(get.Text(0).c_str()) > kSchemaVersion) {
     return FailedPreconditionError(path + ": written by a newer tarn (schema " + get.Text(0) +
                                    ", this tarn knows " + std::to_string(kSchemaVersion) +
@@ -234,11 +245,13 @@ Status Store::DeleteAssembly(const std::string& user, const std::string& name) {
 
 Status Store::PutInstance(const InstanceRecord& r) {
   Statement s(db_,
-              "INSERT OR REPLACE INTO instances VALUES "
-              "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+              "INSERT OR REPLACE INTO instances (user, assembly, name, component, idx, state, "
+              "node, gpus, container_id, shim_dir, restarts, last_exit, launched_ms, ip) VALUES "
+              "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.Bind(1, r.user).Bind(2, r.assembly).Bind(3, r.name).Bind(4, r.component).Bind(5, r.index);
   s.Bind(6, r.state).Bind(7, r.node).Bind(8, r.gpus_json).Bind(9, r.container_id);
   s.Bind(10, r.shim_dir).Bind(11, r.restarts).Bind(12, r.last_exit).Bind(13, r.launched_ms);
+  s.Bind(14, r.ip);
   Status st = Run(s);
   if (st.code() == StatusCode::kAlreadyExists) {  // the foreign key: no such assembly
     return NotFoundError("assembly " + r.assembly + " of user " + r.user + " does not exist");
@@ -259,7 +272,7 @@ StatusOr<std::vector<InstanceRecord>> Store::ListInstances(const std::string& us
                                                            const std::string& assembly) const {
   Statement s(db_,
               "SELECT user, assembly, name, component, idx, state, node, gpus, container_id, "
-              "shim_dir, restarts, last_exit, launched_ms FROM instances "
+              "shim_dir, restarts, last_exit, launched_ms, ip FROM instances "
               "WHERE user = ? AND assembly = ? ORDER BY component, idx");
   s.Bind(1, user).Bind(2, assembly);
   std::vector<InstanceRecord> out;
@@ -267,7 +280,7 @@ StatusOr<std::vector<InstanceRecord>> Store::ListInstances(const std::string& us
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Int(4), s.Text(5), s.Text(6),
-                   s.Text(7), s.Text(8), s.Text(9), s.Int(10), s.Text(11), s.Int(12)});
+                   s.Text(7), s.Text(8), s.Text(9), s.Int(10), s.Text(11), s.Int(12), s.Text(13)});
   }
   return out;
 }

@@ -50,6 +50,7 @@ struct InstanceRecord {
   int64_t restarts = 0;
   std::string last_exit;  // diagnostics of the last exit
   int64_t launched_ms = 0;
+  std::string ip;  // its own address (TARN_IP), kept while it holds its place
 
   friend bool operator==(const InstanceRecord&, const InstanceRecord&) = default;
 };

@@ -226,4 +226,42 @@ TEST_F(StoreTest, AcknowledgedWritesSurviveKill9) {
 }
 
 }  // namespace
+TEST_F(StoreTest, UpgradesAVersionOneStoreInPlace) {
+  // The schema of tarn's first store, as it was written then, with one instance.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  const char* v1 = R"sql(
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta VALUES ('schema_version', '1');
+    CREATE TABLE assemblies (user TEXT NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL,
+      desired_state TEXT NOT NULL, state TEXT NOT NULL, diagnostics TEXT NOT NULL,
+      created_ms INTEGER NOT NULL, lifetime_deadline_ms INTEGER NOT NULL,
+      generation INTEGER NOT NULL, PRIMARY KEY (user, name));
+    CREATE TABLE instances (user TEXT NOT NULL, assembly TEXT NOT NULL, name TEXT NOT NULL,
+      component TEXT NOT NULL, idx INTEGER NOT NULL, state TEXT NOT NULL, node TEXT NOT NULL,
+      gpus TEXT NOT NULL, container_id TEXT NOT NULL, shim_dir TEXT NOT NULL,
+      restarts INTEGER NOT NULL, last_exit TEXT NOT NULL, launched_ms INTEGER NOT NULL,
+      PRIMARY KEY (user, assembly, name),
+      FOREIGN KEY (user, assembly) REFERENCES assemblies (user, name) ON DELETE CASCADE);
+    INSERT INTO assemblies VALUES ('alice', 'a', '{}', 'STARTED', 'STABLE', '', 1, 0, 1);
+    INSERT INTO instances VALUES ('alice', 'a', 'w-0', 'w', 0, 'READY', 'n1', '[]', 'c1', '',
+      2, 'exited with code 1', 5);
+  )sql";
+  ASSERT_EQ(sqlite3_exec(db, v1, nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenOk();
+  ASSERT_NE(store, nullptr);
+  auto instances = store->ListInstances("alice", "a");
+  ASSERT_TRUE(instances.ok());
+  ASSERT_EQ(instances->size(), 1u);
+  EXPECT_EQ((*instances)[0].restarts, 2);
+  EXPECT_EQ((*instances)[0].ip, "");
+  InstanceRecord r = (*instances)[0];
+  r.ip = "127.42.0.2";
+  ASSERT_TRUE(store->PutInstance(r).ok());
+  store.reset();
+  store = OpenOk();
+  EXPECT_EQ((*store->ListInstances("alice", "a"))[0].ip, "127.42.0.2");
+}
+
 }  // namespace tarn::store
