@@ -221,7 +221,11 @@ class ServerTest : public ::testing::Test {
         Reply list = Call("GET", "/app/v1/services", json(), user);
         if (list.status != 200) continue;
         for (const json& a : list.body) {
-          Call("DELETE", "/app/v1/services/" + a["name"].get<std::string>(), json(), user);
+          const std::string path = "/app/v1/services/" + a["name"].get<std::string>();
+          Call("DELETE", path, json(), user);
+          // Destroyed means every instance has stopped: only then may the server go.
+          WaitFor(path + " to be destroyed", 30s,
+                  [&] { return Call("GET", path, json(), user).status == 404; });
         }
       }
       WaitFor("every instance to be gone", 30s, [&] { return LiveInstances(state_).empty(); });

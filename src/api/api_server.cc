@@ -133,7 +133,7 @@ ApiServer::ApiServer(Options options)
   http_->set_keep_alive_max_count(100000);
   // An idle keep-alive connection holds a worker thread, and shutdown waits for it.
   http_->set_keep_alive_timeout(5);
-  http_->set_read_timeout(30);
+  http_->set_read_timeout(5);
   http_->set_write_timeout(30);
   http_->set_payload_max_length(options_.max_body_bytes);
   Routes();
