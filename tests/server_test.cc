@@ -48,8 +48,10 @@ class ServerProcess {
       ::dup2(fd, 1);
       ::dup2(fd, 2);
       for (const std::string& e : env_) ::putenv(const_cast<char*>(e.c_str()));
-      std::vector<std::string> args = {TARN_BINARY,   "server",   "--listen", "127.0.0.1:0",
-                                       "--state-dir", state_dir_, "--config", config_};
+      // Port 0 for both: tests run side by side.
+      std::vector<std::string> args = {TARN_BINARY, "server",      "--listen",    "127.0.0.1:0",
+                                       "--dns",     "127.0.0.1:0", "--state-dir", state_dir_,
+                                       "--config",  config_};
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -65,6 +67,8 @@ class ServerProcess {
         std::string addr = text.substr(at + 20, end - at - 20);
         auto colon = addr.rfind(':');
         port_ = std::stoi(addr.substr(colon + 1));
+        auto dns = text.find("DNS on 127.0.0.1:");
+        if (dns != std::string::npos) dns_port_ = std::stoi(text.substr(dns + 17));
         return true;
       }
       int status = 0;
@@ -105,6 +109,7 @@ class ServerProcess {
   }
 
   int port() const { return port_; }
+  int dns_port() const { return dns_port_; }
   std::string log() const { return ReadAll(log_); }
   pid_t pid() const { return pid_; }
 
@@ -114,6 +119,7 @@ class ServerProcess {
   std::string log_;
   pid_t pid_ = -1;
   int port_ = 0;
+  int dns_port_ = 0;
 };
 
 struct Reply {
@@ -640,6 +646,62 @@ TEST_F(ServerTest, InstancesBindTheSamePortOnTheirOwnAddresses) {
     EXPECT_EQ(r->status, 200);
   }
   EXPECT_EQ(ips.size(), 2u);
+}
+
+// `dig` against the server's DNS: names follow instances, as YARN Registry DNS names them.
+TEST_F(ServerTest, DnsAnswersForInstancesAndFollowsFlexes) {
+  if (std::system("command -v dig >/dev/null 2>&1") != 0) GTEST_SKIP() << "dig is not installed";
+  StartServer();
+  ASSERT_GT(server_->dns_port(), 0) << server_->log();
+  auto dig = [&](const std::string& args) {
+    CommandResult r;
+    const std::string out = dir_ + "/dig.out";
+    std::string cmd = "dig @127.0.0.1 -p " + std::to_string(server_->dns_port()) +
+                      " +norec +time=2 +tries=1 " + args + " > " + out + " 2>&1";
+    r.exit_code = std::system(cmd.c_str());
+    r.out = ReadAll(out);
+    return r;
+  };
+  json a = Sleeper("dns", 2);
+  a["components"][0]["configuration"] = {{"properties", {{"tarn.ports", "grpc:2222"}}}};
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  ASSERT_TRUE(WaitState("dns", "STABLE"));
+  Reply s = Call("GET", "/app/v1/services/dns");
+  const std::string ip0 = s.body["components"][0]["containers"][0]["ip"];
+  const std::string ip1 = s.body["components"][0]["containers"][1]["ip"];
+
+  CommandResult r = dig("sleeper-0.dns.alice.tarn A");
+  EXPECT_NE(r.out.find("status: NOERROR"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" aa"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sleeper-0.dns.alice.tarn. 5\tIN\tA\t" + ip0), std::string::npos) << r.out;
+  r = dig("+short sleeper.dns.alice.tarn A");
+  EXPECT_NE(r.out.find(ip0), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(ip1), std::string::npos) << r.out;
+  r = dig("+short _grpc._tcp.sleeper.dns.alice.tarn SRV");
+  EXPECT_NE(r.out.find("2222 sleeper-1.dns.alice.tarn."), std::string::npos) << r.out;
+  r = dig("+short -x " + ip1);
+  EXPECT_EQ(r.out, "sleeper-1.dns.alice.tarn.\n");
+  r = dig("nobody.dns.alice.tarn A");
+  EXPECT_NE(r.out.find("status: NXDOMAIN"), std::string::npos) << r.out;
+  r = dig("example.com A");
+  EXPECT_NE(r.out.find("status: REFUSED"), std::string::npos) << r.out;
+
+  ASSERT_EQ(
+      Call("PUT", "/app/v1/services/dns/components/sleeper", {{"number_of_containers", 3}}).status,
+      200);
+  ASSERT_TRUE(WaitState("dns", "STABLE"));
+  WaitFor("sleeper-2's name", 10s,
+          [&] { return dig("+short sleeper-2.dns.alice.tarn A").out.rfind("127.42.", 0) == 0; });
+  ASSERT_EQ(
+      Call("PUT", "/app/v1/services/dns/components/sleeper", {{"number_of_containers", 1}}).status,
+      200);
+  WaitFor("sleeper-1 and sleeper-2 to lose their names", 20s, [&] {
+    return dig("sleeper-1.dns.alice.tarn A").out.find("status: NXDOMAIN") != std::string::npos &&
+           dig("sleeper-2.dns.alice.tarn A").out.find("status: NXDOMAIN") != std::string::npos;
+  });
+  EXPECT_EQ(dig("+short sleeper.dns.alice.tarn A").out, ip0 + "\n");
+  Reply metrics = Call("GET", "/metrics", json(), "");
+  EXPECT_NE(metrics.text.find("tarn_dns_queries_total{rcode=\"NXDOMAIN\"}"), std::string::npos);
 }
 
 // Crash points in the code: the server dies exactly there, and a restart repairs it.

@@ -231,7 +231,7 @@ std::string ApiServer::Metrics() const {
   out += "# HELP tarn_loop_calls_total API calls the service loop ran.\n";
   out += "# TYPE tarn_loop_calls_total counter\ntarn_loop_calls_total " +
          std::to_string(options_.loop->calls_handled()) + "\n";
-  if (options_.server_metrics != nullptr) out += options_.server_metrics();
+  if (options_.server_metrics) out += options_.server_metrics();
   return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,7 +30,7 @@ class ApiServer {
     std::string openapi_yaml;  // served at /tarn/v1/openapi.yaml
     size_t max_body_bytes = 4 << 20;
     int threads = 32;  // HTTP worker threads (a keep-alive connection holds one)
-    std::string (*server_metrics)() = nullptr;  // extra Prometheus text, may be null
+    std::function<std::string()> server_metrics;  // extra Prometheus text; may be empty
   };
 
   explicit ApiServer(Options options);

@@ -15,6 +15,8 @@
 #include "api/service_loop.h"
 #include "backend/local_backend.h"
 #include "common/file.h"
+#include "registry/dns_server.h"
+#include "registry/registry.h"
 #include "runtime/shim_runtime.h"
 #include "scheduler/node_inventory.h"
 #include "service/manager.h"
@@ -49,7 +51,10 @@ std::string BinDir() {
 struct Daemon::Parts {
   RealClock clock;
   std::string address;
+  std::string dns_address;
   std::string state_dir;
+  std::unique_ptr<registry::Registry> registry;
+  std::unique_ptr<registry::DnsServer> dns;
   std::unique_ptr<store::Store> store;
   std::unique_ptr<runtime::ShimRuntime> runtime;
   std::unique_ptr<ServiceLoop> loop;
@@ -66,6 +71,7 @@ Daemon::~Daemon() { Shutdown(); }
 
 const std::string& Daemon::address() const { return parts_->address; }
 const std::string& Daemon::state_dir() const { return parts_->state_dir; }
+const std::string& Daemon::dns_address() const { return parts_->dns_address; }
 
 void Daemon::Shutdown() {
   Parts& p = *parts_;
@@ -74,11 +80,14 @@ void Daemon::Shutdown() {
   if (p.api) p.api->Shutdown();
   if (p.serve.joinable()) p.serve.join();
   if (p.loop) p.loop->Stop();
+  if (p.dns) p.dns->Stop();
   p.backend.reset();  // its threads end; the containers go on
   p.api.reset();
   p.manager.reset();
   p.loop.reset();
   p.store.reset();
+  p.dns.reset();
+  p.registry.reset();
 }
 
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
@@ -140,6 +149,19 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   bo.worker_threads = config.worker_threads;
   ASSIGN_OR_RETURN(p->backend, backend::LocalBackend::Create(std::move(bo)));
 
+  p->registry = std::make_unique<registry::Registry>(config.domain);
+  if (!flags.dns.empty()) {
+    ASSIGN_OR_RETURN(auto dns_listen, ParseHostPort(flags.dns, "--dns"));
+    registry::DnsServer::Options dso;
+    dso.host = dns_listen.first;
+    dso.port = static_cast<uint16_t>(dns_listen.second);
+    dso.registry = p->registry.get();
+    p->dns = std::make_unique<registry::DnsServer>(dso);
+    if (Status s = p->dns->Start(); !s.ok()) return s.WithContext("--dns " + flags.dns);
+    p->dns_address = (dso.host.find(':') != std::string::npos ? "[" + dso.host + "]" : dso.host) +
+                     ":" + std::to_string(p->dns->port());
+  }
+
   service::Manager::Options mo;
   mo.clock = &p->clock;
   mo.store = p->store.get();
@@ -147,6 +169,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   mo.domain = config.domain;
   mo.probe_interval = config.probe_interval;
   mo.restart = config.restart;
+  mo.registry = p->registry.get();
   ASSIGN_OR_RETURN(p->manager, service::Manager::Create(mo));
   p->loop->Start(p->manager.get());
 
@@ -155,6 +178,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   ao.domain = config.domain;
   ao.version = TARN_VERSION;
   ao.openapi_yaml = OpenApiYaml();
+  registry::DnsServer* dns = p->dns.get();
+  ao.server_metrics = [dns] { return dns != nullptr ? dns->PrometheusText() : std::string(); };
   p->api = std::make_unique<ApiServer>(ao);
   auto port = p->api->Bind(listen.first, listen.second);
   if (!port.ok()) {
@@ -182,7 +207,9 @@ int RunServerCommand(const ServerFlags& flags) {
     return 1;
   }
   std::cout << "tarn server " << TARN_VERSION << " listening on http://" << (*daemon)->address()
-            << " (state in " << (*daemon)->state_dir() << ")" << std::endl;
+            << " (DNS on "
+            << ((*daemon)->dns_address().empty() ? "no address" : (*daemon)->dns_address())
+            << ", state in " << (*daemon)->state_dir() << ")" << std::endl;
   int sig = 0;
   ::sigwait(&mask, &sig);
   std::cout << "tarn server: " << (sig == SIGINT ? "SIGINT" : "SIGTERM")

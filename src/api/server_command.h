@@ -13,6 +13,7 @@ struct ServerFlags {
   std::string state_dir;                  // empty: /var/lib/tarn as root, else ~/.local/state/tarn
   std::string config;                     // JSON: queues, nodes, defaults; empty: defaults
   int fake_gpus = -1;                     // >= 0: pretend the node has this many GPUs
+  std::string dns = "127.0.0.1:5353";     // HOST:PORT of the DNS server; "" for none
 };
 
 // Runs the server in the foreground until SIGINT/SIGTERM; returns the exit status.
@@ -28,6 +29,8 @@ class Daemon {
   ~Daemon();  // Shutdown()
   // "HOST:PORT" actually bound (the port chosen when --listen asked for port 0).
   const std::string& address() const;
+  // "HOST:PORT" of the DNS server ("" without one).
+  const std::string& dns_address() const;
   const std::string& state_dir() const;
   // Stops serving and the server's threads. Containers keep running: a later server on the
   // same state directory finds them again.

@@ -133,6 +133,10 @@ int main(int argc, char** argv) {
                      "~/.local/state/tarn)");
   server->add_option("--config", server_flags.config, "JSON file of queues, nodes, defaults");
   server
+      ->add_option("--dns", server_flags.dns,
+                   "HOST:PORT of the DNS server for instance names (\"\" for none)")
+      ->capture_default_str();
+  server
       ->add_option("--fake-gpus", server_flags.fake_gpus,
                    "pretend the node has N GPUs (for testing)")
       ->check(CLI::NonNegativeNumber);

@@ -110,14 +110,15 @@ int RunForeground(const RunFlags& run) {
   sf.listen = "127.0.0.1:0";
   sf.state_dir = state_dir;
   sf.fake_gpus = run.fake_gpus;
+  sf.dns = "127.0.0.1:0";
   auto daemon = api::Daemon::Start(sf);
   if (!daemon.ok()) {
     std::cerr << "tarn: cannot start the embedded server: " << daemon.status().message() << "\n";
     if (temporary) std::filesystem::remove_all(state_dir);
     return 1;
   }
-  std::cout << "tarn run: embedded server on http://" << (*daemon)->address() << ", state in "
-            << state_dir << std::endl;
+  std::cout << "tarn run: embedded server on http://" << (*daemon)->address() << ", DNS on "
+            << (*daemon)->dns_address() << ", state in " << state_dir << std::endl;
 
   ApiClient::Options co;
   co.address = *ParseServerAddress((*daemon)->address());

@@ -95,6 +95,7 @@ struct Manager::Impl {
     Clock::TimePoint next_probe{};
     Clock::TimePoint stop_deadline{};
     bool probe_in_flight = false;
+    std::optional<registry::InstanceRecords> published;  // what the registry has of it
   };
 
   struct Comp {
@@ -478,6 +479,9 @@ struct Manager::Impl {
         AddEvent(a, i.ref.component, i.ref.instance, "REMOVED", "flexed down");
         InstanceRef ref = i.ref;
         actions.push_back([this, ref] { backend.Cleanup(ref, /*logs=*/true); });
+        if (options.registry != nullptr) {
+          options.registry->Remove(i.ref.user, i.ref.assembly, i.ref.instance);
+        }
         by_key.erase(i.ref.Key());
         it = c.instances.erase(it);
       }
@@ -592,9 +596,44 @@ struct Manager::Impl {
       for (auto& [key, a] : assemblies) Reconcile(a);
     }
     for (auto& [key, a] : assemblies) UpdateStates(a);
+    PublishNames();
     Flush();
     FinishDestroys();
     RunActions();
+  }
+
+  // The registry holds a name for every instance that holds a place (and so an address):
+  // its A record from placement on, listed under its component once READY.
+  void PublishNames() {
+    if (options.registry == nullptr) return;
+    for (auto& [key, a] : assemblies) {
+      for (Comp& c : a.comps) {
+        const spec::Component& cs = CompSpec(a, c);
+        for (auto& [idx, i] : c.instances) {
+          const bool named = i.has_placement && i.phase != Phase::kDone && !i.placement.ip.empty();
+          if (!named) {
+            if (i.published) {
+              options.registry->Remove(i.ref.user, i.ref.assembly, i.ref.instance);
+              i.published.reset();
+            }
+            continue;
+          }
+          registry::InstanceRecords r;
+          r.user = i.ref.user;
+          r.assembly = i.ref.assembly;
+          r.component = i.ref.component;
+          r.instance = i.ref.instance;
+          r.ip = i.placement.ip;
+          r.ready = i.phase == Phase::kRunning && i.ready;
+          r.container_id = i.rec.container_id;
+          for (const spec::NamedPort& p : cs.ports) r.ports.push_back({p.name, p.port});
+          if (!i.published || *i.published != r) {
+            options.registry->Upsert(r);
+            i.published = std::move(r);
+          }
+        }
+      }
+    }
   }
 
   // One placement pass; true when it placed something.
@@ -674,6 +713,7 @@ struct Manager::Impl {
         for (auto& [idx, i] : c.instances) by_key.erase(i.ref.Key());
       }
       std::string user = a.rec.user, name = a.rec.name;
+      if (options.registry != nullptr) options.registry->RemoveAssembly(user, name);
       actions.push_back([this, user, name] { backend.DestroyAssembly(user, name); });
       it = assemblies.erase(it);
     }

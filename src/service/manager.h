@@ -30,6 +30,7 @@
 
 #include "common/clock.h"
 #include "common/status.h"
+#include "registry/registry.h"
 #include "service/backend.h"
 #include "service/restart_policy.h"
 #include "spec/assembly.h"
@@ -90,6 +91,8 @@ class Manager {
     const Clock* clock = nullptr;   // required
     store::Store* store = nullptr;  // required
     Backend* backend = nullptr;     // required
+    // Where instance names are published (A, SRV, PTR, TXT); optional, not owned.
+    registry::Registry* registry = nullptr;
     std::string domain = "tarn";
     Duration probe_interval = std::chrono::seconds(1);  // between readiness probes
     // How long a stopping instance may take after the backend's own grace period before the

@@ -146,6 +146,7 @@ class ManagerTest : public ::testing::Test {
     o.clock = &clock_;
     o.store = store_.get();
     o.backend = &backend_;
+    o.registry = &registry_;
     auto m = Manager::Create(o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     manager_ = std::move(*m);
@@ -233,6 +234,7 @@ class ManagerTest : public ::testing::Test {
   std::filesystem::path dir_;
   FakeClock clock_;
   FakeBackend backend_;
+  registry::Registry registry_;
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<Manager> manager_;
 };
@@ -510,6 +512,31 @@ TEST_F(ManagerTest, RestartedServerKeepsFlexesStopsAndFinishedInstances) {
   for (const auto& k : backend_.recovers) ++asks[k];
   for (const auto& k : backend_.launches) ++asks[k];
   EXPECT_EQ(asks["alice/s/w-0"], 1) << "a finished instance is not started again";
+}
+
+TEST_F(ManagerTest, NamesArePublishedFromPlacementAndGoWithTheInstance) {
+  constexpr uint16_t kA = 1, kTxt = 16;
+  json j = json::parse(R"({"version": "1", "name": "s", "components": [{"name": "w",
+      "number_of_containers": 2, "launch_command": "sleep 9",
+      "resource": {"cpus": 1, "memory": "64"}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  // Placed, not started: the instance's own name resolves; the component lists no one.
+  auto a = registry_.Lookup("w-1.s.alice.tarn", kA);
+  ASSERT_EQ(a.answers().size(), 1u);
+  EXPECT_EQ(registry_.Lookup("w.s.alice.tarn", kA).answers().size(), 0u);
+  Started("alice/s/w-0");
+  Started("alice/s/w-1");
+  EXPECT_EQ(registry_.Lookup("w.s.alice.tarn", kA).answers().size(), 2u);
+  auto txt = registry_.Lookup("w-0.s.alice.tarn", kTxt);
+  ASSERT_EQ(txt.answers().size(), 1u);
+  EXPECT_EQ(txt.answers()[0].text, "alice_s_w-0_1");
+  ASSERT_TRUE(manager_->Flex("alice", "s", "w", 1).ok());
+  Exited("alice/s/w-1", 143);
+  EXPECT_EQ(registry_.Lookup("w-1.s.alice.tarn", kA).rcode(), registry::Rcode::kNxDomain);
+  EXPECT_EQ(registry_.Lookup("w.s.alice.tarn", kA).answers().size(), 1u);
+  ASSERT_TRUE(manager_->Destroy("alice", "s").ok());
+  Exited("alice/s/w-0", 143);
+  EXPECT_EQ(registry_.Lookup("w-0.s.alice.tarn", kA).rcode(), registry::Rcode::kNxDomain);
 }
 
 TEST_F(ManagerTest, StaleEventsOfAnOlderStartAreIgnored) {
