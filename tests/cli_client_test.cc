@@ -29,8 +29,7 @@
 #include "cli/table.h"
 #include "common/file.h"
 #include "spec/data_uri.h"
-
-extern char** environ;
+#include "tarn_process.h"
 
 namespace {
 
@@ -42,96 +41,9 @@ const std::string kSource = TARN_SOURCE_DIR;
 // ---------------------------------------------------------------------------------------
 // Running the binary.
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-// A spawned tarn whose stdout is a pipe the test reads; stderr goes to a file.
-class TarnProcess {
- public:
-  TarnProcess(const std::vector<std::string>& args, const std::vector<std::string>& env,
-              const std::string& cwd) {
-    char dir_template[] = "/tmp/tarn-client-test-XXXXXX";
-    dir_ = ::mkdtemp(dir_template);
-    err_path_ = dir_ + "/err";
-    int out[2];
-    EXPECT_EQ(::pipe2(out, O_CLOEXEC), 0);
-    out_fd_ = out[0];
-
-    // Everything the child needs is built before spawning: the test process has threads.
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (std::string(*e).rfind("TARN_", 0) != 0) env_strings.push_back(*e);
-    }
-    env_strings.insert(env_strings.end(), env.begin(), env.end());
-    std::vector<char*> envp;
-    for (std::string& e : env_strings) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> arg_strings = {TARN_BINARY};
-    arg_strings.insert(arg_strings.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (std::string& a : arg_strings) argv.push_back(a.data());
-    argv.push_back(nullptr);
-
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-    posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
-                                     0600);
-    posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-    int rc = ::posix_spawn(&pid_, TARN_BINARY, &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ::close(out[1]);
-    EXPECT_EQ(rc, 0) << "cannot spawn " << TARN_BINARY;
-  }
-
-  ~TarnProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_fd_ >= 0) ::close(out_fd_);
-    std::remove(err_path_.c_str());
-    ::rmdir(dir_.c_str());
-  }
-
-  // Reads stdout until it contains `text` (empty: until it ends); returns everything read
-  // so far.
-  std::string ReadUntil(const std::string& text) {
-    char buf[4096];
-    while (text.empty() || out_.find(text) == std::string::npos) {
-      ssize_t n = ::read(out_fd_, buf, sizeof buf);
-      if (n <= 0) break;
-      out_.append(buf, static_cast<size_t>(n));
-    }
-    return out_;
-  }
-
-  CommandResult Finish() {
-    ReadUntil("");
-    CommandResult result;
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    result.out = out_;
-    result.err = tarn::ReadFileToString(err_path_).value_or("");
-    return result;
-  }
-
- private:
-  std::string dir_, err_path_, out_;
-  pid_t pid_ = -1;
-  int out_fd_ = -1;
-};
-
-CommandResult RunTarn(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                      const std::string& cwd = "/tmp") {
-  TarnProcess process(args, env, cwd);
-  return process.Finish();
-}
+using tarn::testing::CommandResult;
+using tarn::testing::RunTarn;
+using tarn::testing::TarnProcess;
 
 // ---------------------------------------------------------------------------------------
 // The fake server.

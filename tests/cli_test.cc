@@ -14,52 +14,20 @@
 #include <vector>
 
 #include "common/file.h"
+#include "tarn_process.h"
 
 namespace {
 
 const std::string kSource = TARN_SOURCE_DIR;
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
 std::string ReadAll(const std::string& path) { return tarn::ReadFileToString(path).value_or(""); }
+
+using tarn::testing::CommandResult;
 
 // Runs tarn with `args` in directory `cwd`, with extra environment entries "K=V".
 CommandResult RunTarn(const std::vector<std::string>& args, const std::string& cwd,
                       const std::vector<std::string>& env = {}) {
-  char dir_template[] = "/tmp/tarn-cli-test-XXXXXX";
-  std::string dir = ::mkdtemp(dir_template);
-  std::string out_path = dir + "/out", err_path = dir + "/err";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    if (out < 0 || err < 0 || ::dup2(out, 1) < 0 || ::dup2(err, 2) < 0 ||
-        ::chdir(cwd.c_str()) != 0) {
-      ::_exit(127);
-    }
-    ::unsetenv("TARN_USER");
-    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(TARN_BINARY));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(TARN_BINARY, argv.data());
-    ::_exit(127);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  CommandResult run;
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.out = ReadAll(out_path);
-  run.err = ReadAll(err_path);
-  std::remove(out_path.c_str());
-  std::remove(err_path.c_str());
-  ::rmdir(dir.c_str());
-  return run;
+  return tarn::testing::RunTarn(args, env, cwd);
 }
 
 TEST(ValidateTest, AcceptsEveryExample) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common/file.h"
+#include "tarn_process.h"
 
 namespace {
 
@@ -165,47 +166,12 @@ std::map<std::string, int> LiveInstances(const std::string& state_dir) {
   return out;
 }
 
-struct CommandResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
+using tarn::testing::CommandResult;
 
-// Runs the tarn CLI with `args` and extra environment entries "K=V"; at most `timeout`.
+// Runs the tarn CLI with `args` and extra environment entries "K=V" in `dir`.
 CommandResult RunTarn(const std::vector<std::string>& args, const std::vector<std::string>& env,
                       const std::string& dir, std::chrono::seconds timeout = 120s) {
-  static int runs = 0;
-  const std::string out_path = dir + "/cli-" + std::to_string(++runs) + ".out";
-  const std::string err_path = dir + "/cli-" + std::to_string(runs) + ".err";
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    int out = ::open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    int err = ::open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    ::dup2(out, 1);
-    ::dup2(err, 2);
-    for (const std::string& e : env) ::putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(TARN_BINARY));
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(TARN_BINARY, argv.data());
-    ::_exit(127);
-  }
-  CommandResult run;
-  int status = 0;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  run.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  run.out = ReadAll(out_path);
-  run.err = ReadAll(err_path);
-  return run;
+  return tarn::testing::RunTarn(args, env, dir, timeout);
 }
 
 class ServerTest : public ::testing::Test {

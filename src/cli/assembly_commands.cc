@@ -13,16 +13,9 @@ namespace {
 
 // Resolves the DNS label of the acting user, printing why when it cannot.
 bool ResolveUser(const AssemblyFlags& flags, std::string* label) {
-  std::string name = flags.user;
-  if (name.empty()) {
-    auto current = CurrentUserName();
-    if (!current.ok()) {
-      std::cerr << "tarn: " << current.status().message() << "\n";
-      return false;
-    }
-    name = *current;
-  }
-  *label = UserToDnsLabel(name);
+  std::optional<std::string> name = ActingUser(flags.user);
+  if (!name) return false;
+  *label = UserToDnsLabel(*name);
   return true;
 }
 

@@ -20,19 +20,14 @@ std::unique_ptr<ApiClient> OpenClient(const ClientFlags& flags, int* exit_code) 
     *exit_code = 2;
     return nullptr;
   }
-  std::string user = flags.user;
-  if (user.empty()) {
-    auto current = CurrentUserName();
-    if (!current.ok()) {
-      std::cerr << "tarn: " << current.status().message() << "\n";
-      *exit_code = 2;
-      return nullptr;
-    }
-    user = *current;
+  std::optional<std::string> user = ActingUser(flags.user);
+  if (!user) {
+    *exit_code = 2;
+    return nullptr;
   }
   ApiClient::Options options;
   options.address = *address;
-  options.user = user;
+  options.user = *user;
   *exit_code = 0;
   return ApiClient::Create(options);
 }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <iostream>
 
 namespace tarn::cli {
 
@@ -18,6 +19,16 @@ StatusOr<std::string> CurrentUserName() {
   }
   return NotFoundError("uid " + std::to_string(uid) +
                        " has no account name; set TARN_USER to the name to act as");
+}
+
+std::optional<std::string> ActingUser(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  auto current = CurrentUserName();
+  if (!current.ok()) {
+    std::cerr << "tarn: " << current.status().message() << "\n";
+    return std::nullopt;
+  }
+  return *current;
 }
 
 }  // namespace tarn::cli

@@ -2,6 +2,7 @@
 // may be unset or stale under sudo). Thread-compatible (reads the environment).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "common/status.h"
@@ -9,5 +10,9 @@
 namespace tarn::cli {
 
 StatusOr<std::string> CurrentUserName();
+
+// The user a verb acts as: `flag` (--user) when set, else CurrentUserName(). On failure
+// prints "tarn: <why>" on stderr and returns nullopt (the verb exits 2).
+std::optional<std::string> ActingUser(const std::string& flag);
 
 }  // namespace tarn::cli

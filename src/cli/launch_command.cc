@@ -132,17 +132,10 @@ int PrepareLaunch(const std::string& file, const std::string& user_label, const 
 }
 
 int RunLaunch(const LaunchFlags& launch, const ClientFlags& flags) {
-  std::string user = flags.user;
-  if (user.empty()) {
-    auto current = CurrentUserName();
-    if (!current.ok()) {
-      std::cerr << "tarn: " << current.status().message() << "\n";
-      return 2;
-    }
-    user = *current;
-  }
+  std::optional<std::string> user = ActingUser(flags.user);
+  if (!user) return 2;
   PreparedLaunch prepared;
-  if (int rc = PrepareLaunch(launch.file, UserToDnsLabel(user), launch.domain, &prepared);
+  if (int rc = PrepareLaunch(launch.file, UserToDnsLabel(*user), launch.domain, &prepared);
       rc != 0) {
     return rc;
   }

@@ -73,16 +73,9 @@ class LogTail {
 }  // namespace
 
 int RunForeground(const RunFlags& run) {
-  std::string user = run.user;
-  if (user.empty()) {
-    auto current = CurrentUserName();
-    if (!current.ok()) {
-      std::cerr << "tarn: " << current.status().message() << "\n";
-      return 2;
-    }
-    user = *current;
-  }
-  const std::string label = UserToDnsLabel(user);
+  std::optional<std::string> user = ActingUser(run.user);
+  if (!user) return 2;
+  const std::string label = UserToDnsLabel(*user);
   PreparedLaunch prepared;
   if (int rc = PrepareLaunch(run.file, label, "tarn", &prepared); rc != 0) return rc;
 
