@@ -48,8 +48,11 @@ class FakeRuntime final : public runtime::ContainerRuntime {
     RETURN_IF_ERROR(MakeDirectories(spec.work_dir, 0750));
     RETURN_IF_ERROR(
         runtime::WriteFileAtomically(spec.shim_dir + "/spec.json", ToJson(spec).dump(), false));
+    // "run N": the N-th start in this directory (instances start in parallel, so a global
+    // count would depend on the order the pool ran them in).
+    const int run = ++runs_[spec.shim_dir];
     RETURN_IF_ERROR(runtime::WriteFileAtomically(spec.shim_dir + "/stdout.log",
-                                                 "run " + std::to_string(starts_) + "\n", false));
+                                                 "run " + std::to_string(run) + "\n", false));
     ContainerState st;
     st.shim_pid = 1000 + starts_;
     containers_[spec.shim_dir] = st;
@@ -131,6 +134,7 @@ class FakeRuntime final : public runtime::ContainerRuntime {
   std::map<std::string, ContainerState> containers_;
   std::vector<runtime::ContainerSpec> specs_;
   Status start_error_;
+  std::map<std::string, int> runs_;  // starts per shim directory
   int starts_ = 0;
   int stops_ = 0;
 };
