@@ -670,6 +670,17 @@ TEST_F(ServerTest, DnsAnswersForInstancesAndFollowsFlexes) {
   EXPECT_NE(metrics.text.find("tarn_dns_queries_total{rcode=\"NXDOMAIN\"}"), std::string::npos);
 }
 
+TEST_F(ServerTest, ADnsPortInUseIsAClearError) {
+  StartServer();
+  const std::string taken = "127.0.0.1:" + std::to_string(server_->dns_port());
+  CommandResult r = RunTarn({"server", "--listen", "127.0.0.1:0", "--dns", taken, "--state-dir",
+                             dir_ + "/second", "--config", config_},
+                            {}, dir_, 30s);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("--dns " + taken + ": "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("choose another with --dns HOST:PORT"), std::string::npos) << r.err;
+}
+
 // Crash points in the code: the server dies exactly there, and a restart repairs it.
 TEST_F(ServerTest, NamedCrashPointsLoseAndDuplicateNothing) {
   for (const std::string point : {"create-committed", "launch-committed:2", "flex-committed"}) {

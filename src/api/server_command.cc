@@ -157,7 +157,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     dso.port = static_cast<uint16_t>(dns_listen.second);
     dso.registry = p->registry.get();
     p->dns = std::make_unique<registry::DnsServer>(dso);
-    if (Status s = p->dns->Start(); !s.ok()) return s.WithContext("--dns " + flags.dns);
+    if (Status s = p->dns->Start(); !s.ok()) {
+      // 5353 is also mDNS's port: say how to choose another rather than just failing.
+      return Status(s.code(), "--dns " + flags.dns + ": " + s.message() +
+                                  " (choose another with --dns HOST:PORT, or --dns \"\" for none)");
+    }
     p->dns_address = (dso.host.find(':') != std::string::npos ? "[" + dso.host + "]" : dso.host) +
                      ":" + std::to_string(p->dns->port());
   }
