@@ -20,6 +20,8 @@ NAME="api-bench-$$"
 
 log() { echo "api_bench: $*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
+# instance_pids, http, stop_tarn_server, kill_leftovers_and_clean
+source bench/lib.sh
 
 [[ $(id -u) -eq 0 ]] || die "needs root (tarn server runs containers in namespaces/cgroups)"
 [[ -x "$TARN" ]] || die "$TARN is not an executable; run scripts/build"
@@ -45,32 +47,8 @@ cleanup() {
     kill -TERM "$NGINX_PID" 2>/dev/null
     wait "$NGINX_PID" 2>/dev/null
   fi
-  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    if [[ $POSTED -eq 1 ]]; then
-      curl -s -o /dev/null --max-time 30 -X DELETE "$BASE/app/v1/services/$NAME?user.name=$BENCH_USER"
-      for _ in $(seq 300); do
-        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
-          "$BASE/app/v1/services/$NAME?user.name=$BENCH_USER")
-        [[ "$code" == 404 ]] && ! instance_pids | grep -q . && break
-        sleep 0.1
-      done
-    fi
-    kill -TERM "$SERVER_PID"
-    for _ in $(seq 400); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$SERVER_PID" 2>/dev/null; then
-      log "cleanup: tarn server ignored SIGTERM for 40 s; killing it"
-      kill -KILL "$SERVER_PID"
-    fi
-    wait "$SERVER_PID" 2>/dev/null
-  fi
-  # Anything of ours still running: instances by their environment, shims by the state dir.
-  local left
-  left=$( { instance_pids; pgrep -f "$DIR/state" || true; } | sort -u)
-  if [[ -n "$left" ]]; then
-    log "cleanup: killing leftover processes: $(echo $left)"
-    kill -KILL $left 2>/dev/null
-  fi
-  rm -rf "$DIR"
+  stop_tarn_server
+  kill_leftovers_and_clean "$DIR/state"
   [[ $rc -ne 0 ]] && log "FAILED (exit $rc); see the messages above"
   exit $rc
 }
@@ -78,34 +56,12 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
 
-# Pids whose environment has TARN_ASSEMBLY=$NAME exactly.
-instance_pids() {
-  python3 - "$NAME" <<'PY'
-import os, sys
-want = b"TARN_ASSEMBLY=" + sys.argv[1].encode()
-for e in os.listdir("/proc"):
-    if e.isdigit():
-        try:
-            if want in open(f"/proc/{e}/environ", "rb").read().split(b"\0"):
-                print(e)
-        except OSError:
-            pass
-PY
-}
-
-# http_status METHOD URL [BODYFILE] -> prints the status; the body goes to $DIR/body
-http() {
-  local method=$1 url=$2 data=${3:-}
-  local args=(-s -o "$DIR/body" -w '%{http_code}' --max-time 30 -X "$method")
-  [[ -n "$data" ]] && args+=(-H 'Content-Type: application/json' --data-binary "@$data")
-  curl "${args[@]}" "$url" || echo "curl-failed"
-}
-
 # --- tarn server -------------------------------------------------------------------------
 cat >"$DIR/config.json" <<'EOF'
 {"nodes": [{"name": "node-1", "vcores": 4096, "memory_mb": 16777216, "gpus": 0}]}
 EOF
-"$TARN" server --listen 127.0.0.1:0 --state-dir "$DIR/state" --config "$DIR/config.json" \
+"$TARN" server --listen 127.0.0.1:0 --dns 127.0.0.1:0 --state-dir "$DIR/state" \
+  --config "$DIR/config.json" \
   >"$DIR/server.log" 2>&1 </dev/null &
 SERVER_PID=$!
 PORT=""

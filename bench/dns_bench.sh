@@ -31,6 +31,8 @@ DNSMASQ=/usr/sbin/dnsmasq
 
 log() { echo "dns_bench: $*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
+# instance_pids, http, stop_tarn_server, kill_leftovers_and_clean
+source bench/lib.sh
 
 [[ $(id -u) -eq 0 ]] || die "needs root (tarn server runs containers in namespaces/cgroups)"
 [[ -x "$TARN" ]] || die "$TARN is not an executable; run scripts/build"
@@ -59,64 +61,14 @@ cleanup() {
     kill -KILL "$DNSMASQ_PID" 2>/dev/null
     wait "$DNSMASQ_PID" 2>/dev/null
   fi
-  if [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
-    if [[ $POSTED -eq 1 ]]; then
-      curl -s -o /dev/null --max-time 30 -X DELETE "$BASE/app/v1/services/$NAME?user.name=$BENCH_USER"
-      local gone=0
-      for _ in $(seq 300); do
-        code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
-          "$BASE/app/v1/services/$NAME?user.name=$BENCH_USER")
-        if [[ "$code" == 404 ]] && ! instance_pids | grep -q .; then gone=1; break; fi
-        sleep 0.1
-      done
-      [[ $gone -eq 1 ]] || log "cleanup: assembly $NAME not gone (404, no instances) within 30 s"
-    fi
-    kill -TERM "$SERVER_PID"
-    for _ in $(seq 400); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$SERVER_PID" 2>/dev/null; then
-      log "cleanup: tarn server ignored SIGTERM for 40 s; killing it"
-      kill -KILL "$SERVER_PID"
-    fi
-    wait "$SERVER_PID" 2>/dev/null
-  fi
-  # Anything of ours still running: instances by their environment, shims and dnsmasq by
-  # the temporary directory on their command lines.
-  local left
-  left=$( { instance_pids; pgrep -f "$DIR/" || true; } | sort -u)
-  if [[ -n "$left" ]]; then
-    log "cleanup: killing leftover processes: $(echo $left)"
-    kill -KILL $left 2>/dev/null
-  fi
-  rm -rf "$DIR"
+  stop_tarn_server
+  kill_leftovers_and_clean "$DIR/"
   [[ $rc -ne 0 ]] && log "FAILED (exit $rc); see the messages above"
   exit $rc
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM HUP
-
-# Pids whose environment has TARN_ASSEMBLY=$NAME exactly.
-instance_pids() {
-  python3 - "$NAME" <<'PY'
-import os, sys
-want = b"TARN_ASSEMBLY=" + sys.argv[1].encode()
-for e in os.listdir("/proc"):
-    if e.isdigit():
-        try:
-            if want in open(f"/proc/{e}/environ", "rb").read().split(b"\0"):
-                print(e)
-        except OSError:
-            pass
-PY
-}
-
-# http METHOD URL [BODYFILE] -> prints the status; the body goes to $DIR/body
-http() {
-  local method=$1 url=$2 data=${3:-}
-  local args=(-s -o "$DIR/body" -w '%{http_code}' --max-time 30 -X "$method")
-  [[ -n "$data" ]] && args+=(-H 'Content-Type: application/json' --data-binary "@$data")
-  curl "${args[@]}" "$url" || echo "curl-failed"
-}
 
 # --- tarn server -------------------------------------------------------------------------
 cat >"$DIR/config.json" <<'EOF'

@@ -123,7 +123,8 @@ class Server:
             json.dump({"nodes": NODES}, f)
         self.log_file = open(self.log_path, "w")
         self.proc = subprocess.Popen(
-            [tarn, "server", "--listen", "127.0.0.1:0", "--state-dir", self.state_dir,
+            [tarn, "server", "--listen", "127.0.0.1:0", "--dns", "127.0.0.1:0",
+             "--state-dir", self.state_dir,
              "--config", self.config],
             stdout=self.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.port = None
