@@ -28,6 +28,7 @@ Response Respond(const Registry& registry, std::span<const uint8_t> packet, Tran
       } else {
         lookup = registry.Lookup(query->qname(), query->qtype);
         answer = lookup.answer();
+        response.outside_zone = answer.rcode == Rcode::kRefused;
       }
       break;
   }

@@ -19,7 +19,8 @@ struct Response {
   bool dropped = false;  // no response: the packet was not an answerable query
   size_t size = 0;       // bytes of the response in `out`
   Rcode rcode = Rcode::kNoError;
-  bool truncated = false;  // UDP only: TC set, records left out
+  bool truncated = false;     // UDP only: TC set, records left out
+  bool outside_zone = false;  // REFUSED because the name is not in the registry's domain
 };
 
 // Answers `packet`: FORMERR, NOTIMP and BADVERS as ParseQuery says; REFUSED for classes

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <unordered_map>
 
 #include "registry/dns_message.h"
@@ -359,6 +360,17 @@ Status DnsServer::Start() {
     tcp_fd_ = udp_fd_ = -1;
     return error;
   }
+  if (!options_.upstreams.empty()) {
+    forwarder_ = std::make_unique<DnsForwarder>(DnsForwarder::Options{options_.upstreams});
+    if (Status s = forwarder_->Start(); !s.ok()) {
+      forwarder_.reset();
+      close(tcp_fd_);
+      close(udp_fd_);
+      close(stop_fd_);
+      tcp_fd_ = udp_fd_ = stop_fd_ = -1;
+      return s;
+    }
+  }
   started_ = true;
   for (int i = 0; i < options_.udp_threads; ++i) {
     threads_.emplace_back([this, i] { ServeUdp(counters_[i].get()); });
@@ -377,6 +389,7 @@ void DnsServer::Stop() {
   [[maybe_unused]] const ssize_t n = write(stop_fd_, &one, sizeof(one));
   for (std::thread& t : threads_) t.join();
   threads_.clear();
+  if (forwarder_) forwarder_->Stop();  // it answers on udp_fd_
   close(udp_fd_);
   close(tcp_fd_);
   close(stop_fd_);
@@ -423,6 +436,11 @@ void DnsServer::ServeUdp(CounterBlock* counters) {
       }
       const Response r = Respond(*options_.registry, {slot.in.data(), rx[i].msg_len},
                                  Transport::kUdp, query.get(), slot.out);
+      if (r.outside_zone && forwarder_ != nullptr &&
+          forwarder_->Forward({slot.in.data(), rx[i].msg_len}, slot.peer, rx[i].msg_hdr.msg_namelen,
+                              udp_fd_)) {
+        continue;  // the forwarder relays the upstream's answer
+      }
       counters->Count(r, Transport::kUdp);
       if (r.dropped) continue;
       slot.out_iov = {slot.out.data(), r.size};
@@ -462,42 +480,81 @@ DnsServer::Counters DnsServer::counters() const {
     c.tcp_connections_idle_closed +=
         block->tcp_connections_idle_closed.load(std::memory_order_relaxed);
   }
+  if (forwarder_) c.forwarder = forwarder_->counters();
   return c;
 }
 
-std::string DnsServer::PrometheusText() const {
-  const Counters c = counters();
+std::string DnsServer::PrometheusText() const { return DnsPrometheusText({{"", counters()}}); }
+
+std::string DnsPrometheusText(
+    const std::vector<std::pair<std::string, DnsServer::Counters>>& listeners) {
   std::string out;
-  auto metric = [&out](const char* name, const char* type, const char* help, uint64_t value) {
-    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
-           name + " " + std::to_string(value) + "\n";
+  // One family at a time (HELP and TYPE once), one sample per listener.
+  auto family =
+      [&](const char* name, const char* type, const char* help,
+          const std::function<void(const std::string& labels, const DnsServer::Counters&)>&
+              samples) {
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+        for (const auto& [listener, c] : listeners) {
+          samples(listener.empty() ? "" : "listener=\"" + listener + "\"", c);
+        }
+      };
+  auto simple = [&](const char* name, const char* type, const char* help,
+                    uint64_t DnsServer::Counters::*field) {
+    family(name, type, help, [&](const std::string& labels, const DnsServer::Counters& c) {
+      out += std::string(name) + (labels.empty() ? "" : "{" + labels + "}") + " " +
+             std::to_string(c.*field) + "\n";
+    });
   };
-  out += "# HELP tarn_dns_queries_total DNS queries answered, by response code.\n";
-  out += "# TYPE tarn_dns_queries_total counter\n";
-  for (Rcode rcode : kAllRcodes) {
-    out += "tarn_dns_queries_total{rcode=\"" + RcodeName(rcode) + "\"} " +
-           std::to_string(c.QueriesWith(rcode)) + "\n";
-  }
-  out += "# HELP tarn_dns_transport_queries_total DNS queries answered, by transport.\n";
-  out += "# TYPE tarn_dns_transport_queries_total counter\n";
-  out +=
-      "tarn_dns_transport_queries_total{transport=\"udp\"} " + std::to_string(c.udp_queries) + "\n";
-  out +=
-      "tarn_dns_transport_queries_total{transport=\"tcp\"} " + std::to_string(c.tcp_queries) + "\n";
-  metric("tarn_dns_malformed_total", "counter",
+  auto forwarder = [&](const char* name, const char* help,
+                       uint64_t DnsForwarder::Counters::*field) {
+    family(name, "counter", help, [&](const std::string& labels, const DnsServer::Counters& c) {
+      out += std::string(name) + (labels.empty() ? "" : "{" + labels + "}") + " " +
+             std::to_string(c.forwarder.*field) + "\n";
+    });
+  };
+  family("tarn_dns_queries_total", "counter", "DNS queries answered, by response code.",
+         [&](const std::string& labels, const DnsServer::Counters& c) {
+           for (Rcode rcode : kAllRcodes) {
+             out += "tarn_dns_queries_total{rcode=\"" + RcodeName(rcode) + "\"" +
+                    (labels.empty() ? "" : "," + labels) + "} " +
+                    std::to_string(c.QueriesWith(rcode)) + "\n";
+           }
+         });
+  family("tarn_dns_transport_queries_total", "counter", "DNS queries answered, by transport.",
+         [&](const std::string& labels, const DnsServer::Counters& c) {
+           const std::string more = labels.empty() ? "" : "," + labels;
+           out += "tarn_dns_transport_queries_total{transport=\"udp\"" + more + "} " +
+                  std::to_string(c.udp_queries) + "\n";
+           out += "tarn_dns_transport_queries_total{transport=\"tcp\"" + more + "} " +
+                  std::to_string(c.tcp_queries) + "\n";
+         });
+  simple("tarn_dns_malformed_total", "counter",
          "Packets dropped unanswered: shorter than a header, a response, or a cut datagram.",
-         c.malformed);
-  metric("tarn_dns_truncated_total", "counter",
-         "UDP answers sent truncated (TC) for the client to retry over TCP.", c.truncated);
-  metric("tarn_dns_tcp_connections_total", "counter", "TCP connections accepted.",
-         c.tcp_connections);
-  metric("tarn_dns_tcp_connections_rejected_total", "counter",
+         &DnsServer::Counters::malformed);
+  simple("tarn_dns_truncated_total", "counter",
+         "UDP answers sent truncated (TC) for the client to retry over TCP.",
+         &DnsServer::Counters::truncated);
+  simple("tarn_dns_tcp_connections_total", "counter", "TCP connections accepted.",
+         &DnsServer::Counters::tcp_connections);
+  simple("tarn_dns_tcp_connections_rejected_total", "counter",
          "TCP connections closed at once because the maximum were open.",
-         c.tcp_connections_rejected);
-  metric("tarn_dns_tcp_connections_idle_closed_total", "counter",
-         "TCP connections closed after the idle timeout.", c.tcp_connections_idle_closed);
-  metric("tarn_dns_tcp_connections_open", "gauge", "TCP connections open now.",
-         c.tcp_connections_open);
+         &DnsServer::Counters::tcp_connections_rejected);
+  simple("tarn_dns_tcp_connections_idle_closed_total", "counter",
+         "TCP connections closed after the idle timeout.",
+         &DnsServer::Counters::tcp_connections_idle_closed);
+  simple("tarn_dns_tcp_connections_open", "gauge", "TCP connections open now.",
+         &DnsServer::Counters::tcp_connections_open);
+  forwarder("tarn_dns_forwarded_total",
+            "UDP queries for names outside the domain sent to an upstream.",
+            &DnsForwarder::Counters::forwarded);
+  forwarder("tarn_dns_forward_answers_total", "Upstream answers relayed to clients.",
+            &DnsForwarder::Counters::answered);
+  forwarder("tarn_dns_forward_timeouts_total", "Forwarded queries no upstream answered in time.",
+            &DnsForwarder::Counters::timed_out);
+  forwarder("tarn_dns_forward_rejected_total",
+            "Queries not forwarded because too many were waiting (answered REFUSED).",
+            &DnsForwarder::Counters::rejected);
   return out;
 }
 

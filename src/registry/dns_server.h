@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "registry/dns_forwarder.h"
 #include "registry/registry.h"
 #include "registry/resource_record.h"
 
@@ -34,6 +35,9 @@ class DnsServer {
     int udp_threads = 0;                 // 0: one per core, at most 4
     int max_tcp_connections = 256;       // beyond it, new connections are closed at once
     std::chrono::milliseconds tcp_idle_timeout{10000};  // RFC 7766 6.2.3: seconds, not minutes
+    // Where UDP queries for names outside the registry's domain go (dns_forwarder.h);
+    // empty: they are REFUSED. Over TCP they are always REFUSED.
+    std::vector<std::string> upstreams;
   };
 
   // Totals since Start(), summed over the serving threads.
@@ -47,6 +51,7 @@ class DnsServer {
     uint64_t tcp_connections_open = 0;      // open now
     uint64_t tcp_connections_rejected = 0;  // closed at once: max_tcp_connections were open
     uint64_t tcp_connections_idle_closed = 0;
+    DnsForwarder::Counters forwarder;  // zero without upstreams
 
     uint64_t queries() const;  // answered, every rcode
     uint64_t QueriesWith(Rcode rcode) const { return queries_by_rcode[static_cast<size_t>(rcode)]; }
@@ -87,6 +92,13 @@ class DnsServer {
   bool started_ = false;
   std::vector<std::unique_ptr<CounterBlock>> counters_;  // one per thread, made by the ctor
   std::vector<std::thread> threads_;
+  std::unique_ptr<DnsForwarder> forwarder_;  // with upstreams; stopped before the sockets close
 };
+
+// Several servers' counters as one Prometheus text: each family once, one sample per
+// server labelled listener="<label>" (no label for ""), e.g.
+// tarn_dns_queries_total{rcode="NOERROR",listener="127.42.0.1:53"}.
+std::string DnsPrometheusText(
+    const std::vector<std::pair<std::string, DnsServer::Counters>>& listeners);
 
 }  // namespace tarn::registry

@@ -518,5 +518,133 @@ TEST_F(DnsServerTest, ManyUdpQueriesFromSeveralClients) {
   EXPECT_EQ(server_->counters().udp_queries, 800u);
 }
 
+// ---- Forwarding names outside the domain ----
+
+// An upstream that is itself a DnsServer, authoritative for "upstream.test": what it
+// answers, the forwarding server must relay unchanged but for the ID.
+class ForwarderTest : public DnsServerTest {
+ protected:
+  void SetUp() override {
+    DnsServerTest::SetUp();
+    InstanceRecords r = Instance("web", 0, "127.9.0.7");
+    r.user = "bob";
+    r.assembly = "site";
+    upstream_registry_.Upsert(r);
+    DnsServer::Options o;
+    o.registry = &upstream_registry_;
+    upstream_ = std::make_unique<DnsServer>(o);
+    ASSERT_TRUE(upstream_->Start().ok());
+  }
+  Registry upstream_registry_{"upstream.test"};
+  std::unique_ptr<DnsServer> upstream_;
+};
+
+TEST_F(ForwarderTest, NamesOutsideTheDomainAreAnsweredByTheUpstream) {
+  DnsServer::Options options;
+  options.udp_threads = 1;
+  // A dead upstream first: after its timeout the query passes to the live one.
+  options.upstreams = {"127.0.0.1:9", "127.0.0.1:" + std::to_string(upstream_->port())};
+  StartServer(options);
+  Socket udp(SOCK_DGRAM, server_->port());
+  udp.Send(MakeQuery(0x1234, "web-0.site.bob.upstream.test", kTypeA));
+  udp.Send(MakeQuery(0x1235, "ps-0.fmnist.alice.tarn", kTypeA));  // ours: answered at once
+  DecodedMessage m;
+  ASSERT_TRUE(DecodeMessage(udp.Receive(4096, false), &m).ok());
+  EXPECT_EQ(m.id, 0x1235);
+  ASSERT_TRUE(DecodeMessage(udp.Receive(4096, false), &m).ok());
+  EXPECT_EQ(m.id, 0x1234);  // the client's own ID, put back
+  EXPECT_EQ(m.rcode, 0);
+  ASSERT_EQ(m.answers.size(), 1u);
+  EXPECT_EQ(m.answers[0].ipv4, 0x7f090007u);
+  const DnsServer::Counters c = server_->counters();
+  EXPECT_EQ(c.forwarder.forwarded, 1u);
+  EXPECT_EQ(c.forwarder.answered, 1u);
+  EXPECT_EQ(c.QueriesWith(Rcode::kRefused), 0u);
+  EXPECT_EQ(upstream_->counters().QueriesWith(Rcode::kNoError), 1u);
+
+  // Over TCP nothing is forwarded.
+  Socket tcp(SOCK_STREAM, server_->port());
+  ASSERT_TRUE(tcp.connected());
+  tcp.Send(Framed(MakeQuery(7, "web-0.site.bob.upstream.test", kTypeA)));
+  ASSERT_TRUE(DecodeMessage(tcp.ReceiveFrame(), &m).ok());
+  EXPECT_EQ(m.rcode, static_cast<int>(Rcode::kRefused));
+  EXPECT_NE(server_->PrometheusText().find("tarn_dns_forward_answers_total 1\n"),
+            std::string::npos);
+}
+
+TEST_F(ForwarderTest, AnUpstreamThatNeverAnswersTimesOutAndAnswersFromElsewhereAreDropped) {
+  // The "upstream" is a socket of ours that reads the forwarded query and answers from a
+  // different socket: a spoofed answer the forwarder must ignore.
+  const int fake = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in a = Loopback(0);
+  ASSERT_EQ(bind(fake, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  socklen_t size = sizeof(a);
+  getsockname(fake, reinterpret_cast<sockaddr*>(&a), &size);
+  DnsServer::Options options;
+  options.upstreams = {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))};
+  StartServer(options);
+  Socket udp(SOCK_DGRAM, server_->port());
+  udp.Send(MakeQuery(42, "example.com", kTypeA));
+  Bytes forwarded(512);
+  sockaddr_in from{};
+  socklen_t from_size = sizeof(from);
+  const ssize_t n = recvfrom(fake, forwarded.data(), forwarded.size(), 0,
+                             reinterpret_cast<sockaddr*>(&from), &from_size);
+  ASSERT_GT(n, 12);
+  forwarded.resize(static_cast<size_t>(n));
+  forwarded[2] |= 0x80;  // make it a response
+  const int spoofer = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_EQ(sendto(spoofer, forwarded.data(), forwarded.size(), 0,
+                   reinterpret_cast<sockaddr*>(&from), from_size),
+            static_cast<ssize_t>(forwarded.size()));
+  timeval quick{2, 500000};  // past the 2 s forwarding timeout
+  setsockopt(udp.fd(), SOL_SOCKET, SO_RCVTIMEO, &quick, sizeof(quick));
+  EXPECT_TRUE(udp.Receive(4096, false).empty());
+  const DnsServer::Counters c = server_->counters();
+  EXPECT_EQ(c.forwarder.forwarded, 1u);
+  EXPECT_EQ(c.forwarder.answered, 0u);
+  EXPECT_EQ(c.forwarder.spoofed, 1u);
+  EXPECT_EQ(c.forwarder.timed_out, 1u);
+  close(spoofer);
+  close(fake);
+}
+
+TEST(DnsUpstreamTest, ParsesAddressesAndRefusesNames) {
+  EXPECT_TRUE(ParseUpstream("10.0.0.2").ok());
+  EXPECT_TRUE(ParseUpstream("10.0.0.2:5353").ok());
+  EXPECT_TRUE(ParseUpstream("::1").ok());
+  EXPECT_TRUE(ParseUpstream("[::1]:53").ok());
+  EXPECT_EQ(
+      ntohs(reinterpret_cast<const sockaddr_in&>(ParseUpstream("10.0.0.2")->address).sin_port), 53);
+  for (const char* bad : {"", "dns.google", "10.0.0.2:", "10.0.0.2:0", "10.0.0.2:70000", "[::1",
+                          "[::1]x", "10.0.0.2:5x"}) {
+    const auto u = ParseUpstream(bad);
+    ASSERT_FALSE(u.ok()) << bad;
+    EXPECT_NE(u.status().message().find(std::string("\"") + bad + "\""), std::string::npos)
+        << u.status().message();
+  }
+}
+
+TEST(DnsPrometheusTextTest, OneFamilyPerMetricWithAListenerLabel) {
+  DnsServer::Counters a, b;
+  a.queries_by_rcode[0] = 5;
+  b.queries_by_rcode[3] = 2;
+  b.malformed = 1;
+  const std::string text = DnsPrometheusText({{"127.0.0.1:5353", a}, {"127.42.0.1:53", b}});
+  EXPECT_NE(text.find("tarn_dns_queries_total{rcode=\"NOERROR\",listener=\"127.0.0.1:5353\"} 5\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("tarn_dns_queries_total{rcode=\"NXDOMAIN\",listener=\"127.42.0.1:53\"} 2\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("tarn_dns_malformed_total{listener=\"127.42.0.1:53\"} 1\n"),
+            std::string::npos);
+  size_t types = 0;
+  for (size_t at = 0; (at = text.find("# TYPE tarn_dns_queries_total ", at)) != std::string::npos;
+       ++at) {
+    ++types;
+  }
+  EXPECT_EQ(types, 1u);
+}
+
 }  // namespace
 }  // namespace tarn::registry
