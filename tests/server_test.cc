@@ -6,11 +6,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -174,6 +176,22 @@ CommandResult RunTarn(const std::vector<std::string>& args, const std::vector<st
   return tarn::testing::RunTarn(args, env, dir, timeout);
 }
 
+// Each test's server gets an address range of its own, and with it its own DNS address on
+// port 53 for containers: tests run side by side. A lock file per candidate range, held
+// (flock) for the life of the test; closed on exec, so no server inherits it.
+int LockAddressRange(std::string* cidr) {
+  for (int n = 100; n < 250; ++n) {
+    const std::string lock = "/tmp/tarn-test-range-" + std::to_string(n) + ".lock";
+    const int fd = ::open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      *cidr = "127." + std::to_string(n) + ".0.0/16";
+      return fd;
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  return -1;
+}
+
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -181,6 +199,9 @@ class ServerTest : public ::testing::Test {
     dir_ = ::mkdtemp(tmpl);
     ::chmod(dir_.c_str(), 0711);
     state_ = dir_ + "/state";
+    range_lock_ = LockAddressRange(&range_);
+    ASSERT_GE(range_lock_, 0) << "no free test address range";
+    range_prefix_ = range_.substr(0, range_.find(".0.0/"));
     WriteConfig(json::object());
   }
   void TearDown() override {
@@ -205,12 +226,16 @@ class ServerTest : public ::testing::Test {
       server_.reset();
     }
     std::filesystem::remove_all(dir_);
+    if (range_lock_ >= 0) ::close(range_lock_);
   }
 
   void WriteConfig(json extra) {
     json config = {
         {"restart", {{"initial_backoff_ms", 200}, {"max_backoff_ms", 5000}}},
         {"probe_interval_ms", 100},
+        {"address_range", range_},
+        // Names outside tarn's domain are refused, never sent to the machine's resolvers.
+        {"dns_upstream", json::array()},
         {"nodes",
          json::array({{{"name", "node-1"}, {"vcores", 64}, {"memory_mb", 65536}, {"gpus", 0}}})}};
     for (auto it = extra.begin(); it != extra.end(); ++it) config[it.key()] = it.value();
@@ -299,6 +324,9 @@ class ServerTest : public ::testing::Test {
   }
 
   std::string dir_, state_, config_;
+  std::string range_;         // this test's address range, "127.N.0.0/16"
+  std::string range_prefix_;  // "127.N"
+  int range_lock_ = -1;
   std::unique_ptr<ServerProcess> server_;
 };
 
@@ -356,8 +384,8 @@ TEST_F(ServerTest, LaunchReachesStableInDependencyOrder) {
   EXPECT_EQ(c0["state"], "READY");
   EXPECT_EQ(c0["bare_host"], "node-1");
   EXPECT_GT(c0["launch_time"].get<int64_t>(), 0);
-  // Its own address from the configured range (127.42.0.0/16 by default).
-  EXPECT_EQ(c0["ip"].get<std::string>().rfind("127.42.0.", 0), 0u) << c0.dump();
+  // Its own address from the configured range.
+  EXPECT_EQ(c0["ip"].get<std::string>().rfind(range_prefix_ + ".0.", 0), 0u) << c0.dump();
   EXPECT_NE(c0["ip"], s.body["components"][0]["containers"][1]["ip"]);
   // Events show the order: both `first` STARTED before `second` was launched.
   Reply ev = Call("GET", "/tarn/v1/services/chain/events");
@@ -656,8 +684,9 @@ TEST_F(ServerTest, DnsAnswersForInstancesAndFollowsFlexes) {
       Call("PUT", "/app/v1/services/dns/components/sleeper", {{"number_of_containers", 3}}).status,
       200);
   ASSERT_TRUE(WaitState("dns", "STABLE"));
-  WaitFor("sleeper-2's name", 10s,
-          [&] { return dig("+short sleeper-2.dns.alice.tarn A").out.rfind("127.42.", 0) == 0; });
+  WaitFor("sleeper-2's name", 10s, [&] {
+    return dig("+short sleeper-2.dns.alice.tarn A").out.rfind(range_prefix_ + ".", 0) == 0;
+  });
   ASSERT_EQ(
       Call("PUT", "/app/v1/services/dns/components/sleeper", {{"number_of_containers", 1}}).status,
       200);
@@ -667,7 +696,9 @@ TEST_F(ServerTest, DnsAnswersForInstancesAndFollowsFlexes) {
   });
   EXPECT_EQ(dig("+short sleeper.dns.alice.tarn A").out, ip0 + "\n");
   Reply metrics = Call("GET", "/metrics", json(), "");
-  EXPECT_NE(metrics.text.find("tarn_dns_queries_total{rcode=\"NXDOMAIN\"}"), std::string::npos);
+  EXPECT_NE(metrics.text.find("tarn_dns_queries_total{rcode=\"NXDOMAIN\",listener=\"127.0.0.1:"),
+            std::string::npos)
+      << metrics.text;
 }
 
 TEST_F(ServerTest, ADnsPortInUseIsAClearError) {
@@ -679,6 +710,148 @@ TEST_F(ServerTest, ADnsPortInUseIsAClearError) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("--dns " + taken + ": "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("choose another with --dns HOST:PORT"), std::string::npos) << r.err;
+}
+
+// A program in a container resolves its peers through the ordinary system resolver
+// (getaddrinfo in Python's socket module, glibc's getent) and talks to them over TCP on the
+// same port number, each on its own address. As root the answers come from tarn's DNS
+// server on port 53 of the range's reserved address: its query counter rises, and the
+// container's /etc/hosts holds no tarn name.
+TEST_F(ServerTest, ContainersResolveEachOtherThroughTheSystemResolver) {
+  const std::string script = dir_ + "/peer.py";
+  {
+    std::ofstream f(script);
+    f << R"(import os, socket, sys, time
+me = int(os.environ["TARN_INDEX"])
+other = "peer-%d.talk.alice.tarn" % (1 - me)
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind((os.environ["TARN_IP"], 7000))
+server.listen(4)
+deadline = time.time() + 30
+while True:
+    try:
+        address = socket.getaddrinfo(other, 7000, socket.AF_INET, socket.SOCK_STREAM)[0][4]
+        conn = socket.create_connection(address, timeout=5)
+        break
+    except OSError:
+        if time.time() > deadline: raise
+        time.sleep(0.1)
+conn.sendall(("hello from %d" % me).encode())
+conn.close()
+peer, _ = server.accept()
+got = peer.recv(100).decode()
+short = socket.gethostbyname("peer-%d" % (1 - me))
+print("resolved %s at %s:%d, short name at %s, got '%s'" % (other, address[0], address[1], short, got))
+print("tarn names in /etc/hosts:", ".tarn" in open("/etc/hosts").read())
+sys.stdout.flush()
+os.execvp("sleep", ["sleep", "1000"])
+)";
+  }
+  ::chmod(script.c_str(), 0644);
+  StartServer();
+  json a = {{"name", "talk"},
+            {"version", "1"},
+            {"components", json::array({{{"name", "peer"},
+                                         {"number_of_containers", 2},
+                                         {"launch_command", "exec /usr/bin/python3 " + script},
+                                         {"resource", {{"cpus", 1}, {"memory", "128"}}}}})}};
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  ASSERT_TRUE(WaitState("talk", "STABLE", 60s));
+  Reply s = Call("GET", "/app/v1/services/talk");
+  const std::string names = s.body.value("name_resolution", "");
+  const std::string resolver = range_prefix_ + ".0.1:53";
+  EXPECT_NE(names.find("/etc/resolv.conf names tarn's DNS at " + resolver), std::string::npos)
+      << names;
+  std::vector<std::string> ips;
+  for (const json& c : s.body["components"][0]["containers"]) ips.push_back(c["ip"]);
+  ASSERT_EQ(ips.size(), 2u);
+  for (int me = 0; me < 2; ++me) {
+    const std::string log = state_ + "/shims/alice/talk/peer-" + std::to_string(me) + "/stdout.log";
+    std::string out;
+    WaitFor("peer-" + std::to_string(me) + " to talk", 30s, [&] {
+      out = ReadAll(log);
+      return out.find("tarn names in /etc/hosts") != std::string::npos;
+    });
+    const std::string other_ip = ips[1 - me];
+    EXPECT_NE(out.find("resolved peer-" + std::to_string(1 - me) + ".talk.alice.tarn at " +
+                       other_ip + ":7000, short name at " + other_ip + ", got 'hello from " +
+                       std::to_string(1 - me) + "'"),
+              std::string::npos)
+        << out << ReadAll(state_ + "/shims/alice/talk/peer-" + std::to_string(me) + "/stderr.log");
+    EXPECT_NE(out.find("tarn names in /etc/hosts: False"), std::string::npos) << out;
+  }
+  // The answers came from tarn's DNS on the reserved address.
+  Reply metrics = Call("GET", "/metrics", json(), "");
+  const std::string sample =
+      "tarn_dns_queries_total{rcode=\"NOERROR\",listener=\"" + resolver + "\"} ";
+  const size_t at = metrics.text.find(sample);
+  ASSERT_NE(at, std::string::npos) << metrics.text;
+  EXPECT_GE(std::stoi(metrics.text.substr(at + sample.size())), 4) << metrics.text;
+
+  // Asking for resolv.conf when its address is taken (by this server) is a clear error.
+  json second = {{"address_range", range_}, {"container_names", "resolv-conf"}};
+  std::ofstream(dir_ + "/second.json") << second.dump();
+  CommandResult r = RunTarn({"server", "--listen", "127.0.0.1:0", "--dns", "", "--state-dir",
+                             dir_ + "/second", "--config", dir_ + "/second.json"},
+                            {}, dir_, 30s);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("container_names \"resolv-conf\": tarn's DNS cannot listen on " + resolver),
+            std::string::npos)
+      << r.err;
+}
+
+// Where tarn cannot serve DNS on port 53 (or is told not to), each container's /etc/hosts
+// carries its assembly's names, rewritten in place as instances come and go.
+TEST_F(ServerTest, HostsFilesFollowFlexes) {
+  WriteConfig({{"container_names", "hosts"}});
+  StartServer();
+  json a = Sleeper("hosts", 2);
+  a["components"][0]["launch_command"] =
+      "getent hosts sleeper-1.hosts.alice.tarn; until getent hosts sleeper-2 >/dev/null; do "
+      "sleep 0.1; done; echo found sleeper-2; while getent hosts sleeper-1 >/dev/null; do sleep "
+      "0.1; done; echo sleeper-1 gone; exec sleep 1000";
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  ASSERT_TRUE(WaitState("hosts", "STABLE"));
+  Reply s = Call("GET", "/app/v1/services/hosts");
+  EXPECT_NE(s.body.value("name_resolution", "").find("each container's /etc/hosts"),
+            std::string::npos)
+      << s.text;
+  const std::string ip1 = s.body["components"][0]["containers"][1]["ip"];
+  const std::string log = state_ + "/shims/alice/hosts/sleeper-0/stdout.log";
+  WaitFor("sleeper-0 to see sleeper-1", 10s, [&] {
+    const std::string out = ReadAll(log);
+    const size_t line = out.find(ip1 + " ");  // getent pads the address to 15 characters
+    return line != std::string::npos &&
+           out.find("sleeper-1.hosts.alice.tarn sleeper-1\n", line) != std::string::npos;
+  });
+  ASSERT_EQ(Call("PUT", "/app/v1/services/hosts/components/sleeper", {{"number_of_containers", 3}})
+                .status,
+            200);
+  WaitFor("sleeper-0 to find sleeper-2", 20s,
+          [&] { return ReadAll(log).find("found sleeper-2\n") != std::string::npos; });
+  ASSERT_EQ(Call("PUT", "/app/v1/services/hosts/components/sleeper", {{"number_of_containers", 1}})
+                .status,
+            200);
+  WaitFor("sleeper-0 to lose sleeper-1", 20s,
+          [&] { return ReadAll(log).find("sleeper-1 gone\n") != std::string::npos; });
+  // The machine's own /etc/hosts is untouched.
+  EXPECT_EQ(ReadAll("/etc/hosts").find(".tarn"), std::string::npos);
+}
+
+TEST_F(ServerTest, StatusSaysWhenNamesDoNotResolveInContainers) {
+  WriteConfig({{"container_names", "none"}});
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("plain", 1)).status, 202);
+  ASSERT_TRUE(WaitState("plain", "STABLE"));
+  CommandResult r = RunTarn({"status", "plain", "--addr",
+                             "127.0.0.1:" + std::to_string(server_->port()), "--user", "alice"},
+                            {}, dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("names: names do not resolve through the system resolver (container_names "
+                       "is \"none\"); programs must ask tarn's DNS server at 127.0.0.1:"),
+            std::string::npos)
+      << r.out;
 }
 
 // Crash points in the code: the server dies exactly there, and a restart repairs it.

@@ -1,5 +1,6 @@
 #include "api/server_command.h"
 
+#include <arpa/inet.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -55,6 +56,9 @@ struct Daemon::Parts {
   std::string state_dir;
   std::unique_ptr<registry::Registry> registry;
   std::unique_ptr<registry::DnsServer> dns;
+  // tarn's DNS for the containers, on port 53 of the address range's reserved address.
+  std::unique_ptr<registry::DnsServer> container_dns;
+  std::string container_dns_address;
   std::unique_ptr<store::Store> store;
   std::unique_ptr<runtime::ShimRuntime> runtime;
   std::unique_ptr<ServiceLoop> loop;
@@ -64,6 +68,103 @@ struct Daemon::Parts {
   std::thread serve;
   bool shut_down = false;
 };
+
+namespace {
+
+// Where the container-facing DNS server forwards names outside tarn's domain: the
+// configured upstreams, else the machine's own nameservers (those outside tarn's range,
+// which would be tarn itself).
+std::vector<std::string> DnsUpstreams(const ServerConfig& config) {
+  if (config.dns_upstream) return *config.dns_upstream;
+  std::vector<std::string> out;
+  auto range = config.address_range.empty()
+                   ? StatusOr<std::pair<uint32_t, uint32_t>>(NotFoundError("no range"))
+                   : backend::ParseLoopbackRange(config.address_range);
+  for (const std::string& ns :
+       backend::NameserversOf(ReadFileToString("/etc/resolv.conf", 1 << 16).value_or(""))) {
+    in_addr a{};
+    if (range.ok() && ::inet_pton(AF_INET, ns.c_str(), &a) == 1) {
+      const uint32_t h = ntohl(a.s_addr);
+      if (h >= range->first - 1 && h <= range->second + 1) continue;
+    }
+    if (registry::ParseUpstream(ns).ok()) out.push_back(ns);
+  }
+  return out;
+}
+
+// Decides how programs in containers resolve names (backend/name_files.h) and, for
+// kResolvConf, starts the DNS server they use on port 53 of the range's reserved address.
+// `config.container_names` unset (auto) takes the best this machine allows; a mode asked
+// for that cannot be had is an error saying why.
+StatusOr<backend::NameResolution> SetUpContainerNames(const ServerConfig& config,
+                                                      runtime::ShimRuntime::Isolation isolation,
+                                                      Daemon::Parts* p) {
+  using Mode = backend::NameResolution::Mode;
+  const std::optional<Mode> want = config.container_names;
+  const std::string asked = want ? "container_names \"" + backend::ModeName(*want) + "\": " : "";
+  const std::string ask_dns = p->dns_address.empty()
+                                  ? "tarn's DNS server is off (--dns \"\")"
+                                  : "programs must ask tarn's DNS server at " + p->dns_address;
+  backend::NameResolution names;
+  if (isolation == runtime::ShimRuntime::Isolation::kNone) {
+    const std::string why =
+        "containers get no mount namespace of their own here (tarn is not root and this "
+        "kernel does not allow unprivileged user namespaces)";
+    if (want && *want != Mode::kNone) return FailedPreconditionError(asked + why);
+    names.description = "names do not resolve through the system resolver: " + why + "; " + ask_dns;
+    return names;
+  }
+  if (want == Mode::kNone) {
+    names.description =
+        "names do not resolve through the system resolver (container_names "
+        "is \"none\"); " +
+        ask_dns;
+    return names;
+  }
+  std::string why_not_dns;
+  if (!want || *want == Mode::kResolvConf) {
+    if (isolation != runtime::ShimRuntime::Isolation::kFull) {
+      why_not_dns = "tarn is not root, so it cannot serve DNS on port 53";
+    } else if (config.address_range.empty()) {
+      why_not_dns = "address_range is empty, so no address is kept for tarn's DNS";
+    } else {
+      ASSIGN_OR_RETURN(std::string reserved, backend::ReservedDnsAddress(config.address_range));
+      registry::DnsServer::Options o;
+      o.host = reserved;
+      o.port = 53;
+      o.registry = p->registry.get();
+      o.udp_threads = 1;
+      o.upstreams = DnsUpstreams(config);
+      auto server = std::make_unique<registry::DnsServer>(o);
+      if (Status s = server->Start(); !s.ok()) {
+        why_not_dns = "tarn's DNS cannot listen on " + reserved + ":53: " + s.message();
+      } else {
+        p->container_dns = std::move(server);
+        p->container_dns_address = reserved + ":53";
+        names.mode = Mode::kResolvConf;
+        names.resolver_ip = reserved;
+        std::string forwarded;
+        for (const std::string& u : o.upstreams) forwarded += (forwarded.empty() ? "" : ", ") + u;
+        names.description =
+            "names resolve through the system resolver: each container's /etc/resolv.conf "
+            "names tarn's DNS at " +
+            p->container_dns_address + ", which " +
+            (forwarded.empty() ? "refuses other names (no dns_upstream)"
+                               : "forwards other names to " + forwarded);
+        return names;
+      }
+    }
+    if (want) return FailedPreconditionError(asked + why_not_dns);
+  }
+  names.mode = Mode::kHosts;
+  names.description =
+      "names resolve through each container's /etc/hosts, which tarn keeps "
+      "current" +
+      (why_not_dns.empty() ? "" : " (" + why_not_dns + ")");
+  return names;
+}
+
+}  // namespace
 
 Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 
@@ -81,12 +182,14 @@ void Daemon::Shutdown() {
   if (p.serve.joinable()) p.serve.join();
   if (p.loop) p.loop->Stop();
   if (p.dns) p.dns->Stop();
+  if (p.container_dns) p.container_dns->Stop();
   p.backend.reset();  // its threads end; the containers go on
   p.api.reset();
   p.manager.reset();
   p.loop.reset();
   p.store.reset();
   p.dns.reset();
+  p.container_dns.reset();
   p.registry.reset();
 }
 
@@ -133,22 +236,6 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     std::cerr << "tarn server: warning: " << w << "\n";
   }
 
-  p->loop = std::make_unique<ServiceLoop>(p->clock);
-  backend::LocalBackend::Options bo;
-  bo.nodes = nodes;
-  bo.queues = config.queues;
-  bo.clock = &p->clock;
-  bo.launch.state_dir = p->state_dir;
-  bo.launch.domain = config.domain;
-  bo.launch.bin_dir = bin_dir;
-  bo.ip = config.instance_ip;
-  bo.address_range = config.address_range;
-  bo.runtime = p->runtime.get();
-  ServiceLoop* loop = p->loop.get();
-  bo.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
-  bo.worker_threads = config.worker_threads;
-  ASSIGN_OR_RETURN(p->backend, backend::LocalBackend::Create(std::move(bo)));
-
   p->registry = std::make_unique<registry::Registry>(config.domain);
   if (!flags.dns.empty()) {
     ASSIGN_OR_RETURN(auto dns_listen, ParseHostPort(flags.dns, "--dns"));
@@ -166,6 +253,27 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
                      ":" + std::to_string(p->dns->port());
   }
 
+  ASSIGN_OR_RETURN(backend::NameResolution names,
+                   SetUpContainerNames(config, p->runtime->isolation(), p.get()));
+  std::cerr << "tarn server: in containers, " << names.description << "\n";
+
+  p->loop = std::make_unique<ServiceLoop>(p->clock);
+  backend::LocalBackend::Options bo;
+  bo.nodes = nodes;
+  bo.queues = config.queues;
+  bo.clock = &p->clock;
+  bo.launch.state_dir = p->state_dir;
+  bo.launch.domain = config.domain;
+  bo.launch.bin_dir = bin_dir;
+  bo.ip = config.instance_ip;
+  bo.address_range = config.address_range;
+  bo.names = names;
+  bo.runtime = p->runtime.get();
+  ServiceLoop* loop = p->loop.get();
+  bo.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
+  bo.worker_threads = config.worker_threads;
+  ASSIGN_OR_RETURN(p->backend, backend::LocalBackend::Create(std::move(bo)));
+
   service::Manager::Options mo;
   mo.clock = &p->clock;
   mo.store = p->store.get();
@@ -182,8 +290,14 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   ao.domain = config.domain;
   ao.version = TARN_VERSION;
   ao.openapi_yaml = OpenApiYaml();
-  registry::DnsServer* dns = p->dns.get();
-  ao.server_metrics = [dns] { return dns != nullptr ? dns->PrometheusText() : std::string(); };
+  ao.server_metrics = [parts = p.get()] {
+    std::vector<std::pair<std::string, registry::DnsServer::Counters>> listeners;
+    if (parts->dns) listeners.emplace_back(parts->dns_address, parts->dns->counters());
+    if (parts->container_dns) {
+      listeners.emplace_back(parts->container_dns_address, parts->container_dns->counters());
+    }
+    return listeners.empty() ? std::string() : registry::DnsPrometheusText(listeners);
+  };
   p->api = std::make_unique<ApiServer>(ao);
   auto port = p->api->Bind(listen.first, listen.second);
   if (!port.ok()) {

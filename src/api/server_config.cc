@@ -6,6 +6,7 @@
 
 #include "backend/local_backend.h"
 #include "common/dns_name.h"
+#include "registry/dns_forwarder.h"
 
 namespace tarn::api {
 namespace {
@@ -129,11 +130,37 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
       if (c.restart.max_backoff < c.restart.initial_backoff) {
         return Bad(source, k, "max_backoff_ms is below initial_backoff_ms");
       }
+    } else if (k == "container_names") {
+      const std::string mode = v.is_string() ? v.get<std::string>() : "";
+      if (mode == "auto") {
+        c.container_names.reset();
+      } else if (mode == "resolv-conf") {
+        c.container_names = backend::NameResolution::Mode::kResolvConf;
+      } else if (mode == "hosts") {
+        c.container_names = backend::NameResolution::Mode::kHosts;
+      } else if (mode == "none") {
+        c.container_names = backend::NameResolution::Mode::kNone;
+      } else {
+        return Bad(source, k,
+                   "expected \"auto\", \"resolv-conf\", \"hosts\" or \"none\", got " + v.dump());
+      }
+    } else if (k == "dns_upstream") {
+      if (!v.is_array()) return Bad(source, k, "expected a list of \"IP\" or \"IP:PORT\"");
+      std::vector<std::string> upstream;
+      for (size_t n = 0; n < v.size(); ++n) {
+        const std::string at = k + "[" + std::to_string(n) + "]";
+        if (!v[n].is_string()) return Bad(source, at, "expected \"IP\" or \"IP:PORT\"");
+        if (Status ok = registry::ParseUpstream(v[n].get<std::string>()).status(); !ok.ok()) {
+          return Bad(source, at, ok.message());
+        }
+        upstream.push_back(v[n].get<std::string>());
+      }
+      c.dns_upstream = std::move(upstream);
     } else {
       return Bad(source, k,
                  "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
-                 "instance_ip, "
-                 "probe_interval_ms, worker_threads, restart)");
+                 "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
+                 "dns_upstream)");
     }
   }
   auto parsed = scheduler::ParseQueues(queues);

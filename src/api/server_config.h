@@ -13,7 +13,13 @@
 //     "probe_interval_ms": 1000,              // between readiness probes of an instance
 //     "worker_threads": 4,                    // the backend's container workers
 //     "restart": {"initial_backoff_ms": 1000, "max_backoff_ms": 300000,
-//                 "healthy_reset_ms": 600000} // defaults; components' yarn.service.* win
+//                 "healthy_reset_ms": 600000}, // defaults; components' yarn.service.* win
+//     "container_names": "auto",              // how programs in containers resolve names:
+//                                             // "resolv-conf", "hosts", "none" (name_files.h);
+//                                             // auto: the first this machine allows
+//     "dns_upstream": ["10.0.0.2", "10.0.0.3:53"] // where the DNS server forwards names
+//                                             // outside its domain; absent: the machine's
+//                                             // /etc/resolv.conf nameservers; []: none (REFUSED)
 //   }
 //
 // Unknown keys and wrong types are errors naming the key, so a typo is never ignored.
@@ -23,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/name_files.h"
 #include "common/status.h"
 #include "scheduler/queue_config.h"
 #include "scheduler/resources.h"
@@ -40,6 +47,8 @@ struct ServerConfig {
   std::chrono::milliseconds probe_interval{1000};
   int worker_threads = 4;
   service::RestartOptions restart;
+  std::optional<backend::NameResolution::Mode> container_names;  // none: auto
+  std::optional<std::vector<std::string>> dns_upstream;          // none: the machine's
 };
 
 // `source` names the file in errors.

@@ -261,6 +261,15 @@ StatusOr<std::pair<uint32_t, uint32_t>> ParseLoopbackRange(const std::string& ci
   return std::make_pair(network + 2, (network | ~mask) - 1);
 }
 
+StatusOr<std::string> ReservedDnsAddress(const std::string& cidr) {
+  ASSIGN_OR_RETURN(auto range, ParseLoopbackRange(cidr));
+  in_addr a{};
+  a.s_addr = htonl(range.first - 1);
+  char text[INET_ADDRSTRLEN];
+  ::inet_ntop(AF_INET, &a, text, sizeof text);
+  return std::string(text);
+}
+
 LocalBackend::LocalBackend(Options options, std::unique_ptr<scheduler::Scheduler> scheduler)
     : options_(std::move(options)), scheduler_(std::move(scheduler)) {
   work_ = std::make_unique<KeyedWorkQueue>(options_.worker_threads);
@@ -446,6 +455,62 @@ std::string LocalBackend::ShimDirOf(const InstanceRef& ref) const {
   return ShimDir(ContextFor(ref.user), ref.assembly, ref.instance);
 }
 
+std::string LocalBackend::NamesDir(const std::string& user, const std::string& assembly) const {
+  return options_.launch.state_dir + "/names/" + user + "/" + assembly;
+}
+
+void LocalBackend::NamesChanged(const std::string& user, const std::string& assembly,
+                                const std::string& hosts_lines) {
+  if (options_.names.mode != NameResolution::Mode::kHosts) return;
+  {
+    std::lock_guard<std::mutex> lock(names_mu_);
+    hosts_lines_[user + "/" + assembly] = hosts_lines;
+  }
+  // One key per assembly: rewrites run in order, each writing the newest lines.
+  work_->Post("names:" + user + "/" + assembly, [this, user, assembly] {
+    Status s = WriteHostsFile(user, assembly, /*only_if_known=*/true);
+    if (!s.ok()) LogError(user + "/" + assembly + ": hosts file: " + s.message());
+  });
+}
+
+Status LocalBackend::WriteHostsFile(const std::string& user, const std::string& assembly,
+                                    bool only_if_known) {
+  std::lock_guard<std::mutex> lock(names_mu_);
+  auto it = hosts_lines_.find(user + "/" + assembly);
+  if (it == hosts_lines_.end() && only_if_known) return OkStatus();
+  const std::string lines = it == hosts_lines_.end() ? "" : it->second;
+  // The machine's own lines (localhost, this host) come first, read afresh each time.
+  const std::string machine = ReadFileToString("/etc/hosts", 1 << 20).value_or("");
+  const std::string dir = NamesDir(user, assembly);
+  RETURN_IF_ERROR(MakeDirectories(dir, 0755));
+  return RewriteInPlace(dir + "/hosts", RenderHostsFile(machine, lines, user, assembly));
+}
+
+Status LocalBackend::PrepareNameFiles(const std::string& user, const std::string& assembly,
+                                      runtime::ContainerSpec* spec) {
+  const std::string dir = NamesDir(user, assembly);
+  switch (options_.names.mode) {
+    case NameResolution::Mode::kNone:
+      return OkStatus();
+    case NameResolution::Mode::kResolvConf: {
+      RETURN_IF_ERROR(MakeDirectories(dir, 0755));
+      const std::string path = dir + "/resolv.conf";
+      const std::string text =
+          RenderResolvConf(options_.names.resolver_ip, user, assembly, options_.launch.domain);
+      if (ReadFileToString(path, 1 << 16).value_or("") != text) {
+        RETURN_IF_ERROR(RewriteInPlace(path, text));
+      }
+      spec->resolv_conf = path;
+      return OkStatus();
+    }
+    case NameResolution::Mode::kHosts:
+      RETURN_IF_ERROR(WriteHostsFile(user, assembly, /*only_if_known=*/false));
+      spec->hosts_file = dir + "/hosts";
+      return OkStatus();
+  }
+  return OkStatus();
+}
+
 void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& ref,
                             const service::Placement& placement, const std::string& container_id) {
   const std::string key = ref.Key();
@@ -490,6 +555,9 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   StatusOr<runtime::ContainerSpec> spec =
       BuildContainerSpec(assembly, *component, ref.index, placement.gpus, ctx);
   if (!spec.ok()) return EmitStartFailed(key, container_id, spec.status().message());
+  if (Status names = PrepareNameFiles(ref.user, ref.assembly, &*spec); !names.ok()) {
+    return EmitStartFailed(key, container_id, "name resolution: " + names.message());
+  }
   StatusOr<ContainerState> started = options_.runtime->Start(*spec);
   if (!started.ok()) return EmitStartFailed(key, container_id, started.status().message());
   // Even one that has already ended did start; the monitor reports its exit next.
@@ -650,6 +718,10 @@ void LocalBackend::DoDestroyAssembly(const std::string& user, const std::string&
       s = RemoveAll(dir);
       if (!s.ok()) LogError(s.message());
     }
+    std::lock_guard<std::mutex> lock(names_mu_);
+    hosts_lines_.erase(user + "/" + assembly);
+    s = RemoveAll(NamesDir(user, assembly));
+    if (!s.ok()) LogError(s.message());
   } else {
     LogError(prefix + "*: destroy: left the directories of containers that still run: " + [&] {
       std::string list;

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "backend/local_container.h"
+#include "backend/name_files.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "runtime/container_runtime.h"
@@ -65,6 +66,8 @@ class KeyedWorkQueue;  // local_backend.cc: the worker pool
 // range's first address is kept for tarn's DNS server, the last is its broadcast address.
 // Refuses ranges outside 127.0.0.0/8.
 StatusOr<std::pair<uint32_t, uint32_t>> ParseLoopbackRange(const std::string& cidr);
+// The range's first address, kept for tarn's DNS server: "127.42.0.0/16" -> "127.42.0.1".
+StatusOr<std::string> ReservedDnsAddress(const std::string& cidr);
 
 class LocalBackend final : public service::Backend {
  public:
@@ -88,6 +91,9 @@ class LocalBackend final : public service::Backend {
     // server. Empty: every instance shares `ip`.
     std::string address_range;
     std::string ip = "127.0.0.1";
+    // How programs in containers resolve names (name_files.h); the server decides, since it
+    // runs the DNS server. kHosts files are fed by NamesChanged().
+    NameResolution names;
     // Required; not owned; must outlive the backend and allow calls from several threads
     // at once (ShimRuntime does: it keeps no state but its options).
     runtime::ContainerRuntime* runtime = nullptr;
@@ -135,6 +141,10 @@ class LocalBackend final : public service::Backend {
   // Cleanup and not started again), the previous run's.
   std::string LogFile(const service::InstanceRef& ref, bool stderr_stream) const override;
   std::string SharedDir(const std::string& user, const std::string& assembly) const override;
+  // kHosts: rewrites the assembly's hosts file (in place, on a worker); else nothing.
+  void NamesChanged(const std::string& user, const std::string& assembly,
+                    const std::string& hosts_lines) override;
+  std::string DescribeNameResolution() const override { return options_.names.description; }
 
   // The previous run's log file ("" when there is none), for `tarn logs --previous`.
   std::string PreviousLogFile(const service::InstanceRef& ref, bool stderr_stream) const;
@@ -154,6 +164,14 @@ class LocalBackend final : public service::Backend {
 
   LaunchContext ContextFor(const std::string& user) const;
   std::string ShimDirOf(const service::InstanceRef& ref) const;
+  // <state>/names/<user>/<assembly>: the resolver files its containers see.
+  std::string NamesDir(const std::string& user, const std::string& assembly) const;
+  // Writes the resolver files a container of the assembly needs and names them in `spec`.
+  Status PrepareNameFiles(const std::string& user, const std::string& assembly,
+                          runtime::ContainerSpec* spec);
+  // kHosts: renders and writes the hosts file from hosts_lines_; with `only_if_known`,
+  // nothing when the assembly is not known (it was destroyed meanwhile).
+  Status WriteHostsFile(const std::string& user, const std::string& assembly, bool only_if_known);
 
   // The work itself, on a pool thread, in order per instance.
   void DoLaunch(const spec::Assembly& assembly, const service::InstanceRef& ref,
@@ -199,6 +217,11 @@ class LocalBackend final : public service::Backend {
   std::unordered_map<std::string, Watched> watched_;  // by instance key: its running container
   // By instance key: the last few containers whose kExited was sent ("exactly once").
   std::unordered_map<std::string, std::vector<std::string>> exit_reported_;
+
+  // By "user/assembly": its names as /etc/hosts lines, for kHosts. Held while a names
+  // directory is written or removed, so a late rewrite cannot bring back a destroyed one.
+  std::mutex names_mu_;
+  std::unordered_map<std::string, std::string> hosts_lines_;
 
   std::mutex monitor_mu_;
   std::condition_variable monitor_cv_;

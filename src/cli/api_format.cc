@@ -172,7 +172,11 @@ std::string FormatServiceStatus(const json& service, int64_t now_ms) {
                          Text(k, "last_exit"), Text(k, "diagnostics")});
     }
   }
-  std::string out = head.Render() + "\n" + components.Render();
+  std::string out = head.Render();
+  if (std::string names = Text(service, "name_resolution"); names != kNone) {
+    out += "names: " + names + "\n";
+  }
+  out += "\n" + components.Render();
   if (containers.rows() > 0) out += "\n" + containers.Render();
   return out;
 }

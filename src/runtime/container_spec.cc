@@ -45,6 +45,8 @@ nlohmann::json ToJson(const ContainerSpec& s) {
          return files;
        }()},
       {"tarball", s.tarball},
+      {"resolv_conf", s.resolv_conf},
+      {"hosts_file", s.hosts_file},
   };
 }
 
@@ -75,6 +77,8 @@ StatusOr<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& j) {
     s.bind_paths = j.value("bind_paths", std::vector<std::string>{});
     s.gpus = j.value("gpus", std::vector<int>{});
     s.tarball = j.value("tarball", "");
+    s.resolv_conf = j.value("resolv_conf", "");
+    s.hosts_file = j.value("hosts_file", "");
     for (const auto& f : j.value("files", nlohmann::json::array())) {
       ASSIGN_OR_RETURN(std::string content, Base64Decode(f.at("base64").get<std::string>()));
       s.files.push_back({f.at("path").get<std::string>(), std::move(content)});

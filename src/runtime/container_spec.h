@@ -52,6 +52,12 @@ struct ContainerSpec {
   std::vector<WorkFile> files;
   // A TARBALL artifact (local path): unpacked into <work_dir>/lib at the first start.
   std::string tarball;
+  // Name resolution inside the container: host files bind-mounted read-only over
+  // /etc/resolv.conf and /etc/hosts in the container's own mount namespace (so only with
+  // `isolate` or `user_namespace`); "" leaves the machine's file. The hosts file is
+  // rewritten in place by tarn as names change, so the mount keeps seeing it.
+  std::string resolv_conf;
+  std::string hosts_file;
 };
 
 // How a container ended, as the shim recorded it in exit.json.

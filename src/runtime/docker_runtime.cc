@@ -80,6 +80,11 @@ std::vector<std::string> DockerRuntime::RunArgs(const std::string& engine, const
   for (const std::string& p : s.bind_paths) {
     a.insert(a.end(), {"--volume", p.find(':') == std::string::npos ? p + ":" + p : p});
   }
+  // The resolver files tarn keeps for the assembly, over the ones Docker would copy in.
+  if (!s.resolv_conf.empty()) {
+    a.insert(a.end(), {"--volume", s.resolv_conf + ":/etc/resolv.conf:ro"});
+  }
+  if (!s.hosts_file.empty()) a.insert(a.end(), {"--volume", s.hosts_file + ":/etc/hosts:ro"});
   for (const std::string& e : s.env) a.insert(a.end(), {"--env", e});
   a.push_back(s.image);
   a.insert(a.end(), s.argv.begin(), s.argv.end());

@@ -85,6 +85,7 @@ class DockerRuntimeTest : public ::testing::Test {
     s.limits.pids_max = 4096;
     s.gpus = {1, 3};
     s.bind_paths = {dir_ + "/work", "/srv/tarn/shared/alice/fmnist"};
+    s.resolv_conf = "/var/lib/tarn/names/alice/fmnist/resolv.conf";
     s.stop_grace_ms = 10000;
     return s;
   }
@@ -136,6 +137,8 @@ TEST_F(DockerRuntimeTest, RunsTheImageWithTheSameNameLimitsEnvAndGpus) {
       dir_ + "/work:" + dir_ + "/work",
       "--volume",
       "/srv/tarn/shared/alice/fmnist:/srv/tarn/shared/alice/fmnist",
+      "--volume",
+      "/var/lib/tarn/names/alice/fmnist/resolv.conf:/etc/resolv.conf:ro",
       "--env",
       "TARN_INSTANCE=serving-1",
       "--env",

@@ -87,6 +87,11 @@ bool UserNamespacesAllowed() {
 
 }  // namespace
 
+ShimRuntime::Isolation ShimRuntime::isolation() const {
+  if (::geteuid() == 0) return Isolation::kFull;
+  return UserNamespacesAllowed() ? Isolation::kUserNamespace : Isolation::kNone;
+}
+
 std::string ShimRuntime::Warning() const {
   if (::geteuid() == 0) return "";
   if (UserNamespacesAllowed()) {

@@ -24,6 +24,11 @@ class ShimRuntime final : public ContainerRuntime {
   // Empty when containers are isolated; else what is missing and why.
   std::string Warning() const;
 
+  // What containers started now get: namespaces and cgroups (root), namespaces through a
+  // user namespace (no root), or nothing but a process group.
+  enum class Isolation { kFull, kUserNamespace, kNone };
+  Isolation isolation() const;
+
   StatusOr<ContainerState> Start(const ContainerSpec& spec) override;
   StatusOr<ContainerState> State(const std::string& shim_dir) const override;
   Status Stop(const std::string& shim_dir) override;

@@ -274,9 +274,13 @@ TEST_F(ShimRuntimeTest, WithoutRootAUserNamespaceStillIsolates) {
   std::string base = dir_ + "/rootless";
   ASSERT_EQ(::mkdir(base.c_str(), 0755), 0);
   ASSERT_EQ(::chown(base.c_str(), 65534, 65534), 0);
-  ContainerSpec spec = Spec("echo pid=$$ host=$(hostname) uid=$(id -u)");
+  ContainerSpec spec = Spec("echo pid=$$ host=$(hostname) uid=$(id -u); grep tarn /etc/hosts");
   spec.shim_dir = base + "/shim";
   spec.work_dir = base + "/work";
+  // The container's own /etc/hosts, bind-mounted inside the user namespace.
+  spec.hosts_file = base + "/hosts";
+  std::ofstream(spec.hosts_file) << "127.42.0.2\tc-0.test.alice.tarn c-0\n";
+  ASSERT_EQ(::chown(spec.hosts_file.c_str(), 65534, 65534), 0);
   pid_t child = ::fork();
   if (child == 0) {
     if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(10);
@@ -294,7 +298,9 @@ TEST_F(ShimRuntimeTest, WithoutRootAUserNamespaceStillIsolates) {
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
   ASSERT_EQ(WEXITSTATUS(status), 0) << ReadAll(base + "/why");
-  EXPECT_EQ(ReadAll(spec.shim_dir + "/stdout.log"), "pid=2 host=c-0.test.alice.tarn uid=65534\n");
+  EXPECT_EQ(ReadAll(spec.shim_dir + "/stdout.log"),
+            "pid=2 host=c-0.test.alice.tarn uid=65534\n127.42.0.2\tc-0.test.alice.tarn c-0\n");
+  EXPECT_EQ(ReadAll("/etc/hosts").find("c-0.test.alice.tarn"), std::string::npos);
   EXPECT_FALSE(ProcessWithToken(token_));
 }
 

@@ -119,6 +119,15 @@ class Backend {
   virtual std::string LogFile(const InstanceRef& ref, bool stderr_stream) const = 0;
   // Per-assembly paths and addresses users read in `tarn status`.
   virtual std::string SharedDir(const std::string& user, const std::string& assembly) const = 0;
+
+  // ---- Names (on the service loop) ----
+
+  // The assembly's published names changed; `hosts_lines` holds all of them as /etc/hosts
+  // lines (registry::Registry::HostsLines), for backends whose containers read a hosts file.
+  virtual void NamesChanged(const std::string& /*user*/, const std::string& /*assembly*/,
+                            const std::string& /*hosts_lines*/) {}
+  // How programs inside containers resolve these names, for `tarn status`; "" unknown.
+  virtual std::string DescribeNameResolution() const { return ""; }
 };
 
 }  // namespace tarn::service

@@ -113,7 +113,8 @@ struct Manager::Impl {
     json spec_json;
     std::vector<Comp> comps;
     std::deque<Event> events;
-    bool gang_placed = false;  // the gang got its place since the last (re)start
+    bool gang_placed = false;               // the gang got its place since the last (re)start
+    std::optional<std::string> hosts_sent;  // the names last given to backend.NamesChanged
   };
 
   Options options;
@@ -125,6 +126,7 @@ struct Manager::Impl {
   std::set<std::pair<std::string, std::string>> dirty;  // instances to write: (asm key, name)
   std::set<std::string> dirty_assemblies;
   std::vector<std::function<void()>> actions;  // backend calls, made after the store write
+  uint64_t names_generation = ~uint64_t{0};    // the registry's, when names were last sent
 
   explicit Impl(Options o)
       : options(std::move(o)),
@@ -633,6 +635,16 @@ struct Manager::Impl {
           }
         }
       }
+    }
+    // Backends whose containers read a hosts file get each assembly's changed names.
+    const uint64_t generation = options.registry->generation();
+    if (generation == names_generation) return;
+    names_generation = generation;
+    for (auto& [key, a] : assemblies) {
+      std::string lines = options.registry->HostsLines(a.rec.user, a.rec.name);
+      if (a.hosts_sent == lines) continue;
+      backend.NamesChanged(a.rec.user, a.rec.name, lines);
+      a.hosts_sent = std::move(lines);
     }
   }
 
@@ -1169,6 +1181,7 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
         std::max<int64_t>(0, (a.rec.lifetime_deadline_ms - d.clock.WallMillis() + 999) / 1000);
   }
   s.shared_dir = d.backend.SharedDir(a.rec.user, a.rec.name);
+  s.name_resolution = d.backend.DescribeNameResolution();
   for (const Impl::Comp& c : a.comps) {
     const spec::Component& cs = d.CompSpec(a, c);
     ComponentStatus cv;

@@ -74,6 +74,7 @@ struct AssemblyStatus {
   int64_t created_ms = 0;
   int64_t lifetime_remaining_s = -1;  // -1: unlimited
   std::string shared_dir;
+  std::string name_resolution;              // how programs in its containers resolve names
   std::vector<ComponentStatus> components;  // in the file's order
 };
 

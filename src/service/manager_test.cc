@@ -27,6 +27,10 @@ class FakeBackend final : public Backend {
   std::vector<std::string> probes;
   std::vector<std::string> cleanups;
   std::vector<std::string> destroyed;
+  // NamesChanged calls: "user/assembly" and the hosts lines; and how many had come when
+  // each launch was asked for.
+  std::vector<std::pair<std::string, std::string>> names_changed;
+  std::vector<size_t> names_before_launch;
 
   Status RequestPlacement(const spec::Assembly&, const std::vector<InstanceRef>& members,
                           bool gang) override {
@@ -87,6 +91,11 @@ class FakeBackend final : public Backend {
               const std::string& id) override {
     launches.push_back(ref.Key());
     container_of[ref.Key()] = id;
+    names_before_launch.push_back(names_changed.size());
+  }
+  void NamesChanged(const std::string& user, const std::string& assembly,
+                    const std::string& hosts_lines) override {
+    names_changed.push_back({user + "/" + assembly, hosts_lines});
   }
   void Stop(const InstanceRef& ref, const std::string&) override { stops.push_back(ref.Key()); }
   void Recover(const spec::Assembly&, const InstanceRef& ref, const std::string& id) override {
@@ -537,6 +546,30 @@ TEST_F(ManagerTest, NamesArePublishedFromPlacementAndGoWithTheInstance) {
   ASSERT_TRUE(manager_->Destroy("alice", "s").ok());
   Exited("alice/s/w-0", 143);
   EXPECT_EQ(registry_.Lookup("w-0.s.alice.tarn", kA).rcode(), registry::Rcode::kNxDomain);
+}
+
+// Backends whose containers read a hosts file hear of every change of an assembly's names,
+// before the launches that need them, and only of changes.
+TEST_F(ManagerTest, NamesChangedCarriesTheAssemblysHostsLines) {
+  json j = json::parse(R"({"version": "1", "name": "s", "components": [{"name": "w",
+      "number_of_containers": 2, "launch_command": "sleep 9",
+      "resource": {"cpus": 1, "memory": "64"}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  ASSERT_FALSE(backend_.names_changed.empty());
+  const auto& [key, lines] = backend_.names_changed.back();
+  EXPECT_EQ(key, "alice/s");
+  EXPECT_NE(lines.find("\tw-0.s.alice.tarn w-0\n"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("\tw-1.s.alice.tarn w-1\n"), std::string::npos) << lines;
+  ASSERT_EQ(backend_.names_before_launch.size(), 2u);
+  EXPECT_GE(backend_.names_before_launch[0], 1u);
+  const size_t calls = backend_.names_changed.size();
+  Started("alice/s/w-0");  // READY changes the component's records, not the hosts lines
+  EXPECT_EQ(backend_.names_changed.size(), calls);
+  ASSERT_TRUE(manager_->Flex("alice", "s", "w", 1).ok());
+  Exited("alice/s/w-1", 143);
+  EXPECT_EQ(backend_.names_changed.back().second.find("w-1"), std::string::npos)
+      << backend_.names_changed.back().second;
+  EXPECT_NE(backend_.names_changed.back().second.find("w-0"), std::string::npos);
 }
 
 TEST_F(ManagerTest, StaleEventsOfAnOlderStartAreIgnored) {

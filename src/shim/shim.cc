@@ -100,6 +100,25 @@ int64_t NowMillis() {
       fail("mount /proc");
     }
     if (::sethostname(spec.hostname.data(), spec.hostname.size()) != 0) fail("sethostname");
+    // The container's own resolver files. Read-only, so that a workload running as root
+    // cannot change what every instance of its assembly reads; in a user namespace the
+    // kernel may refuse the read-only remount (locked mount flags), and the workload owns
+    // the file there anyway.
+    const std::pair<const std::string*, const char*> binds[] = {
+        {&spec.resolv_conf, "/etc/resolv.conf"}, {&spec.hosts_file, "/etc/hosts"}};
+    for (const auto& [source, target] : binds) {
+      if (source->empty()) continue;
+      if (::mount(source->c_str(), target, nullptr, MS_BIND, nullptr) != 0) {
+        // To the container's stderr: `tarn logs` shows why it never ran.
+        WriteAll(err_fd, "tarn-shim init: cannot bind " + *source + " over " + target + ": " +
+                             std::strerror(errno) + "\n");
+        ::_exit(121);
+      }
+      if (::mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0 &&
+          !spec.user_namespace) {
+        fail("make the resolver file read-only");
+      }
+    }
   }
   sigset_t mask;
   sigemptyset(&mask);

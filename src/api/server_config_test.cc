@@ -1,0 +1,58 @@
+#include "api/server_config.h"
+
+#include <gtest/gtest.h>
+
+namespace tarn::api {
+namespace {
+
+using Mode = backend::NameResolution::Mode;
+
+TEST(ServerConfigTest, DefaultsWhenEmpty) {
+  auto c = ParseServerConfig("{}", "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->domain, "tarn");
+  EXPECT_EQ(c->address_range, "127.42.0.0/16");
+  EXPECT_FALSE(c->container_names.has_value());  // auto
+  EXPECT_FALSE(c->dns_upstream.has_value());     // the machine's nameservers
+}
+
+TEST(ServerConfigTest, ContainerNamesAndUpstreams) {
+  auto c = ParseServerConfig(
+      R"({"container_names": "hosts", "dns_upstream": ["10.0.0.2", "[::1]:5353"]})", "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->container_names, Mode::kHosts);
+  EXPECT_EQ(c->dns_upstream, (std::vector<std::string>{"10.0.0.2", "[::1]:5353"}));
+  c = ParseServerConfig(R"({"container_names": "auto", "dns_upstream": []})", "c.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->container_names.has_value());
+  ASSERT_TRUE(c->dns_upstream.has_value());
+  EXPECT_TRUE(c->dns_upstream->empty());
+  EXPECT_EQ(ParseServerConfig(R"({"container_names": "resolv-conf"})", "c")->container_names,
+            Mode::kResolvConf);
+  EXPECT_EQ(ParseServerConfig(R"({"container_names": "none"})", "c")->container_names, Mode::kNone);
+}
+
+TEST(ServerConfigTest, BadValuesNameTheKey) {
+  struct Case {
+    const char* text;
+    const char* error;
+  };
+  for (const Case& k : {
+           Case{R"({"container_names": "dns"})",
+                "c.json: container_names: expected \"auto\", \"resolv-conf\", \"hosts\" or "
+                "\"none\", got \"dns\""},
+           Case{R"({"container_names": 1})", "c.json: container_names: expected"},
+           Case{R"({"dns_upstream": "10.0.0.2"})", "c.json: dns_upstream: expected a list"},
+           Case{R"({"dns_upstream": ["10.0.0.2", "dns.google"]})",
+                "c.json: dns_upstream[1]: DNS upstream \"dns.google\": expected a numeric"},
+           Case{R"({"dns_upstream": [53]})", "c.json: dns_upstream[0]: expected"},
+           Case{R"({"dns": {}})", "c.json: dns: unknown key"},
+       }) {
+    auto c = ParseServerConfig(k.text, "c.json");
+    ASSERT_FALSE(c.ok()) << k.text;
+    EXPECT_EQ(c.status().message().rfind(k.error, 0), 0u) << c.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace tarn::api
