@@ -1,0 +1,47 @@
+// LocalTrainer: tarn-train's single-process mode (no TF_CONFIG cluster and no --job_name):
+// one process loads or builds the model, trains it on the training split with shuffled
+// mini-batches, evaluates it on the test split after every epoch, and exports each
+// evaluated model as a new version for the serving cluster. The distributed roles (ps,
+// worker, chief) build on the same pieces.
+//
+// This header is free of libtorch so that tarn-train's main and the CLI stay quick to
+// compile. RunLocalTraining is synchronous; it uses `threads` intra-op threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/status.h"
+
+namespace tarn::train {
+
+struct LocalTrainingOptions {
+  std::string model = "cnn";  // a zoo name (model_zoo.h) or a TorchScript file
+  std::string data_dir = "/usr/share/datasets/fashion-mnist";
+  std::string export_base;  // "": no export
+  std::string model_name = "fmnist";
+  int epochs = 1;
+  int64_t max_steps = 0;    // > 0: stop after this many steps, even mid-epoch
+  int64_t train_limit = 0;  // > 0: only the first N training images (CI-sized runs)
+  int batch_size = 64;
+  std::string optimizer = "adam";  // "adam" or "sgd" (with momentum)
+  double learning_rate = 1e-3;
+  double momentum = 0.9;
+  int threads = 1;  // intra-op threads (at::set_num_threads)
+  uint64_t seed = 1;
+  // Progress lines ("epoch 1 step 100 loss 0.52 ..."); may be empty.
+  std::function<void(const std::string&)> log;
+};
+
+struct LocalTrainingResult {
+  int64_t steps = 0;
+  double last_loss = 0;          // mean loss of the last 100 steps
+  double accuracy = 0;           // on the test split, after the last epoch
+  int64_t exported_version = 0;  // 0: no export
+  double samples_per_second = 0;
+};
+
+StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& options);
+
+}  // namespace tarn::train

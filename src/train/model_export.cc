@@ -1,0 +1,81 @@
+#include "train/model_export.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "common/file.h"
+
+namespace tarn::train {
+namespace {
+
+Status FsyncPath(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return InternalError(path + ": " + std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return InternalError(path + ": fsync: " + std::strerror(err));
+  return OkStatus();
+}
+
+bool IsVersion(const std::string& name) {
+  return !name.empty() && name.size() <= 18 &&
+         std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+int64_t LatestVersion(const std::string& base, const std::string& model_name) {
+  int64_t latest = 0;
+  DIR* d = ::opendir((base + "/" + model_name).c_str());
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d)) {
+    if (IsVersion(e->d_name)) latest = std::max<int64_t>(latest, std::stoll(e->d_name));
+  }
+  ::closedir(d);
+  return latest;
+}
+
+StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& base,
+                                const std::string& model_name, nlohmann::json meta) {
+  const std::string model_dir = base + "/" + model_name;
+  RETURN_IF_ERROR(MakeDirectories(model_dir, 0755));
+  const int64_t version = LatestVersion(base, model_name) + 1;
+  const std::string tmp =
+      model_dir + "/.tmp-" + std::to_string(version) + "-" + std::to_string(::getpid());
+  std::error_code ec;
+  std::filesystem::remove_all(tmp, ec);
+  RETURN_IF_ERROR(MakeDirectories(tmp, 0755));
+  meta["version"] = version;
+  try {
+    module.save(tmp + "/model.pt");
+  } catch (const std::exception& e) {
+    std::filesystem::remove_all(tmp, ec);
+    return InternalError(tmp + "/model.pt: cannot save: " + e.what());
+  }
+  {
+    std::ofstream out(tmp + "/meta.json");
+    out << meta.dump(2) << "\n";
+    if (!out.flush()) {
+      std::filesystem::remove_all(tmp, ec);
+      return InternalError(tmp + "/meta.json: cannot write");
+    }
+  }
+  for (const char* f : {"/model.pt", "/meta.json", ""}) RETURN_IF_ERROR(FsyncPath(tmp + f));
+  const std::string final_dir = model_dir + "/" + std::to_string(version);
+  if (::rename(tmp.c_str(), final_dir.c_str()) != 0) {
+    const int err = errno;
+    std::filesystem::remove_all(tmp, ec);
+    return InternalError(final_dir + ": rename: " + std::strerror(err));
+  }
+  RETURN_IF_ERROR(FsyncPath(model_dir));
+  return version;
+}
+
+}  // namespace tarn::train

@@ -1,0 +1,27 @@
+// Exported model versions, as tarn-serve (and TF Serving) read them:
+// <base>/<model_name>/<version>/model.pt (TorchScript) and meta.json. A version appears
+// whole or not at all: it is written into a hidden temporary directory beside it, fsync'ed,
+// and renamed into place; the parent is fsync'ed after the rename. Versions are the
+// integers 1, 2, ... (the next is one above the highest present). Thread-compatible; one
+// exporting process per model.
+#pragma once
+
+#include <torch/script.h>
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/status.h"
+
+namespace tarn::train {
+
+// The highest version under <base>/<model_name>, 0 when there is none.
+int64_t LatestVersion(const std::string& base, const std::string& model_name);
+
+// Saves `module` and `meta` (written as meta.json, with "version" added) as the next
+// version; returns it.
+StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& base,
+                                const std::string& model_name, nlohmann::json meta);
+
+}  // namespace tarn::train

@@ -1,0 +1,37 @@
+// The models tarn-train knows by name, built in C++ as TorchScript modules (parameters
+// registered on a torch::jit::Module, forward define()d), so they train here, save() as
+// TorchScript, and load anywhere TorchScript loads (tarn-serve, Python's torch.jit.load)
+// without Python having made them. Inputs are float32 [N, 1, 28, 28] pixels in [0, 1]; the
+// normalisation lives inside the model (DESIGN.md's contract); outputs are logits [N, 10].
+//
+//   "mlp": 784-128-10, ReLU (101,770 parameters)
+//   "cnn": conv3x3x32-maxpool2-conv3x3x64-maxpool2-fc128-fc10, ReLU (225,034 parameters)
+//
+// Initialisation follows PyTorch's defaults for Linear and Conv2d (uniform in
+// +-1/sqrt(fan_in)) from `seed`, so every process that builds the model with one seed
+// holds the same parameters. Torch errors are caught here and returned as Status.
+#pragma once
+
+#include <torch/script.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+
+namespace tarn::train {
+
+// The zoo's names, for help texts and errors.
+const std::vector<std::string>& ZooModelNames();
+
+StatusOr<torch::jit::Module> MakeZooModel(const std::string& name, uint64_t seed);
+
+// `spec` is a zoo name or the path of a TorchScript file (torch.jit.save / Module::save).
+StatusOr<torch::jit::Module> LoadModel(const std::string& spec, uint64_t seed);
+
+// The module's parameters, in registration order (the order optimisers and parameter
+// servers rely on), with their names.
+std::vector<std::pair<std::string, torch::Tensor>> NamedParameters(const torch::jit::Module& m);
+
+}  // namespace tarn::train
