@@ -4,9 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <filesystem>
 
 #include "common/file.h"
+#include "common/temp_dir.h"
 
 namespace tarn::backend {
 namespace {
@@ -38,12 +38,8 @@ TEST(NameFilesTest, NameserversOfAResolvConf) {
 
 class RewriteInPlaceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tarn-name-files-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
+  TempDir temp_{"tarn-name-files"};
+  const std::string dir_ = temp_.path();
 };
 
 TEST_F(RewriteInPlaceTest, KeepsTheInodeSoABindMountSeesTheNewContent) {

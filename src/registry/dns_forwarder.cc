@@ -204,9 +204,10 @@ void DnsForwarder::Receive(int fd) {
       pending_.erase(it);
     }
     SetId(answer, p.client_id);
+    // Counted first: a client that got its answer finds it counted.
+    answered_.fetch_add(1, std::memory_order_relaxed);
     ::sendto(p.reply_fd, answer.data(), answer.size(), 0,
              reinterpret_cast<const sockaddr*>(&p.client), p.client_size);
-    answered_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

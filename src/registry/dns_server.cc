@@ -499,19 +499,19 @@ std::string DnsPrometheusText(
           samples(listener.empty() ? "" : "listener=\"" + listener + "\"", c);
         }
       };
-  auto simple = [&](const char* name, const char* type, const char* help,
-                    uint64_t DnsServer::Counters::*field) {
+  // A family with one unlabelled sample per listener, read by `value`.
+  using Getter = std::function<uint64_t(const DnsServer::Counters&)>;
+  auto simple = [&](const char* name, const char* type, const char* help, const Getter& value) {
     family(name, type, help, [&](const std::string& labels, const DnsServer::Counters& c) {
       out += std::string(name) + (labels.empty() ? "" : "{" + labels + "}") + " " +
-             std::to_string(c.*field) + "\n";
+             std::to_string(value(c)) + "\n";
     });
   };
-  auto forwarder = [&](const char* name, const char* help,
-                       uint64_t DnsForwarder::Counters::*field) {
-    family(name, "counter", help, [&](const std::string& labels, const DnsServer::Counters& c) {
-      out += std::string(name) + (labels.empty() ? "" : "{" + labels + "}") + " " +
-             std::to_string(c.forwarder.*field) + "\n";
-    });
+  auto field = [](uint64_t DnsServer::Counters::*f) -> Getter {
+    return [f](const DnsServer::Counters& c) { return c.*f; };
+  };
+  auto forwarder = [](uint64_t DnsForwarder::Counters::*f) -> Getter {
+    return [f](const DnsServer::Counters& c) { return c.forwarder.*f; };
   };
   family("tarn_dns_queries_total", "counter", "DNS queries answered, by response code.",
          [&](const std::string& labels, const DnsServer::Counters& c) {
@@ -531,30 +531,31 @@ std::string DnsPrometheusText(
          });
   simple("tarn_dns_malformed_total", "counter",
          "Packets dropped unanswered: shorter than a header, a response, or a cut datagram.",
-         &DnsServer::Counters::malformed);
+         field(&DnsServer::Counters::malformed));
   simple("tarn_dns_truncated_total", "counter",
          "UDP answers sent truncated (TC) for the client to retry over TCP.",
-         &DnsServer::Counters::truncated);
+         field(&DnsServer::Counters::truncated));
   simple("tarn_dns_tcp_connections_total", "counter", "TCP connections accepted.",
-         &DnsServer::Counters::tcp_connections);
+         field(&DnsServer::Counters::tcp_connections));
   simple("tarn_dns_tcp_connections_rejected_total", "counter",
          "TCP connections closed at once because the maximum were open.",
-         &DnsServer::Counters::tcp_connections_rejected);
+         field(&DnsServer::Counters::tcp_connections_rejected));
   simple("tarn_dns_tcp_connections_idle_closed_total", "counter",
          "TCP connections closed after the idle timeout.",
-         &DnsServer::Counters::tcp_connections_idle_closed);
+         field(&DnsServer::Counters::tcp_connections_idle_closed));
   simple("tarn_dns_tcp_connections_open", "gauge", "TCP connections open now.",
-         &DnsServer::Counters::tcp_connections_open);
-  forwarder("tarn_dns_forwarded_total",
-            "UDP queries for names outside the domain sent to an upstream.",
-            &DnsForwarder::Counters::forwarded);
-  forwarder("tarn_dns_forward_answers_total", "Upstream answers relayed to clients.",
-            &DnsForwarder::Counters::answered);
-  forwarder("tarn_dns_forward_timeouts_total", "Forwarded queries no upstream answered in time.",
-            &DnsForwarder::Counters::timed_out);
-  forwarder("tarn_dns_forward_rejected_total",
-            "Queries not forwarded because too many were waiting (answered REFUSED).",
-            &DnsForwarder::Counters::rejected);
+         field(&DnsServer::Counters::tcp_connections_open));
+  simple("tarn_dns_forwarded_total", "counter",
+         "UDP queries for names outside the domain sent to an upstream.",
+         forwarder(&DnsForwarder::Counters::forwarded));
+  simple("tarn_dns_forward_answers_total", "counter", "Upstream answers relayed to clients.",
+         forwarder(&DnsForwarder::Counters::answered));
+  simple("tarn_dns_forward_timeouts_total", "counter",
+         "Forwarded queries no upstream answered in time.",
+         forwarder(&DnsForwarder::Counters::timed_out));
+  simple("tarn_dns_forward_rejected_total", "counter",
+         "Queries not forwarded because too many were waiting (answered REFUSED).",
+         forwarder(&DnsForwarder::Counters::rejected));
   return out;
 }
 

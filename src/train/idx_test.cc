@@ -3,8 +3,9 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include <filesystem>
 #include <fstream>
+
+#include "common/temp_dir.h"
 
 namespace tarn::train {
 namespace {
@@ -19,12 +20,6 @@ std::string Header(uint8_t type, std::vector<uint32_t> dims) {
 
 class IdxTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tarn-idx-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
   void WritePlain(const std::string& name, const std::string& bytes) {
     std::ofstream(dir_ + "/" + name, std::ios::binary) << bytes;
   }
@@ -43,7 +38,8 @@ class IdxTest : public ::testing::Test {
     WriteGz(prefix + "-labels-idx1-ubyte.gz",
             Header(8, {static_cast<uint32_t>(labels.size())}) + labels);
   }
-  std::string dir_;
+  TempDir temp_{"tarn-idx"};
+  const std::string dir_ = temp_.path();
 };
 
 TEST_F(IdxTest, ReadsPlainAndGzippedFiles) {

@@ -8,50 +8,11 @@
 #include <random>
 
 #include "train/idx.h"
+#include "train/image_batches.h"
 #include "train/model_export.h"
 #include "train/model_zoo.h"
 
 namespace tarn::train {
-namespace {
-
-// Images [n, 1, rows, cols] as float in [0, 1] for the given indices.
-torch::Tensor ImageBatch(const ImageSet& set, const std::vector<int64_t>& order, size_t begin,
-                         size_t end) {
-  const int64_t pixels = set.rows * set.cols;
-  torch::Tensor out =
-      torch::empty({static_cast<int64_t>(end - begin), 1, set.rows, set.cols}, torch::kFloat32);
-  float* dst = out.data_ptr<float>();
-  for (size_t i = begin; i < end; ++i) {
-    const uint8_t* src = set.pixels.data() + order[i] * pixels;
-    for (int64_t p = 0; p < pixels; ++p) *dst++ = src[p] * (1.0f / 255.0f);
-  }
-  return out;
-}
-
-torch::Tensor LabelBatch(const ImageSet& set, const std::vector<int64_t>& order, size_t begin,
-                         size_t end) {
-  torch::Tensor out = torch::empty({static_cast<int64_t>(end - begin)}, torch::kInt64);
-  int64_t* dst = out.data_ptr<int64_t>();
-  for (size_t i = begin; i < end; ++i) *dst++ = set.labels[order[i]];
-  return out;
-}
-
-double Evaluate(torch::jit::Module& model, const ImageSet& test) {
-  torch::NoGradGuard no_grad;
-  model.eval();
-  std::vector<int64_t> order(test.count);
-  std::iota(order.begin(), order.end(), 0);
-  int64_t correct = 0;
-  for (size_t begin = 0; begin < order.size(); begin += 1000) {
-    const size_t end = std::min(order.size(), begin + 1000);
-    torch::Tensor logits = model.forward({ImageBatch(test, order, begin, end)}).toTensor();
-    correct += logits.argmax(1).eq(LabelBatch(test, order, begin, end)).sum().item<int64_t>();
-  }
-  model.train();
-  return static_cast<double>(correct) / static_cast<double>(test.count);
-}
-
-}  // namespace
 
 StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
   auto log = [&](const std::string& line) {

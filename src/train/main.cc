@@ -1,16 +1,22 @@
 // tarn-train: trains a model on Fashion-MNIST-style data and exports versions for serving.
 // Flags follow DESIGN.md's contract (TensorFlow's names where they exist).
+#include <signal.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
-#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "train/cluster_spec.h"
+#include "train/distributed.h"
 #include "train/local_trainer.h"
 
 namespace {
+
+std::atomic<bool> g_stop{false};
+void OnStopSignal(int) { g_stop = true; }
 
 int DefaultThreads() {
   if (const char* v = std::getenv("TARN_VCORES"); v != nullptr && std::atoi(v) > 0) {
@@ -26,7 +32,10 @@ int main(int argc, char** argv) {
   tarn::train::LocalTrainingOptions o;
   o.threads = DefaultThreads();
   std::string job_name, ps_hosts, worker_hosts;
-  int task_index = 0;
+  int64_t task_index = 0;
+  tarn::train::DistributedOptions d;
+  int64_t decay_steps = 0;
+  double decay_rate = 1.0;
   app.add_option("--model", o.model, "a zoo model (mlp, cnn) or a TorchScript file")
       ->capture_default_str();
   app.add_option("--data_dir", o.data_dir, "IDX files (gzipped or not)")->capture_default_str();
@@ -51,24 +60,60 @@ int main(int argc, char** argv) {
   app.add_option("--task_index", task_index);
   app.add_option("--ps_hosts", ps_hosts);
   app.add_option("--worker_hosts", worker_hosts);
+  app.add_flag("--sync_replicas", d.sync,
+               "synchronous: each step averages the gradients of the current workers");
+  app.add_option("--backup_workers", d.backup_workers,
+                 "synchronous: a step goes on without the slowest N")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--export_every_secs", d.export_every_secs, "the chief exports this often")
+      ->capture_default_str();
+  app.add_option("--lr_decay_steps", decay_steps, "decay the learning rate every N steps")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--lr_decay_rate", decay_rate, "by this factor")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
-  bool distributed = !job_name.empty() || !ps_hosts.empty();
-  if (const char* tf = std::getenv("TF_CONFIG"); tf != nullptr && *tf != '\0') {
-    const nlohmann::json j = nlohmann::json::parse(tf, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
-      std::cerr << "tarn-train: TF_CONFIG is not a JSON object\n";
-      return 2;
-    }
-    const nlohmann::json cluster = j.value("cluster", nlohmann::json::object());
-    distributed |= cluster.contains("ps") && !cluster["ps"].empty();
-  }
-  if (distributed) {
-    std::cerr << "tarn-train: parameter-server training (ps/worker roles) is not built yet; "
-                 "run without TF_CONFIG and --job_name to train alone in this process\n";
+  const char* tf_config = std::getenv("TF_CONFIG");
+  auto cluster = job_name.empty() && ps_hosts.empty()
+                     ? tarn::train::ParseTfConfig(tf_config != nullptr ? tf_config : "")
+                     : tarn::train::ClusterFromFlags(job_name, task_index, ps_hosts, worker_hosts);
+  if (!cluster.ok()) {
+    std::cerr << "tarn-train: " << cluster.status().message() << "\n";
     return 2;
   }
   o.log = [](const std::string& line) { std::cout << line << std::endl; };
+  if (!cluster->jobs.empty()) {
+    d.training = o;
+    d.cluster = *cluster;
+    d.optimizer.kind = o.optimizer;
+    d.optimizer.learning_rate = o.learning_rate;
+    d.optimizer.momentum = o.momentum;
+    d.optimizer.decay_steps = decay_steps;
+    d.optimizer.decay_rate = decay_rate;
+    if (const char* ip = std::getenv("TARN_IP"); ip != nullptr) d.bind_ip = ip;
+    if (cluster->task_type == "ps") {
+      struct sigaction sa {};
+      sa.sa_handler = OnStopSignal;
+      ::sigaction(SIGTERM, &sa, nullptr);
+      ::sigaction(SIGINT, &sa, nullptr);
+      tarn::Status s = tarn::train::RunParameterServerTask(d, g_stop);
+      if (!s.ok()) {
+        std::cerr << "tarn-train: " << s.message() << "\n";
+        return 1;
+      }
+      return 0;
+    }
+    if (cluster->task_type != "worker" && cluster->task_type != "chief") {
+      std::cerr << "tarn-train: task type \"" << cluster->task_type
+                << "\" is not one tarn-train runs (ps, worker, chief)\n";
+      return 2;
+    }
+    auto result = tarn::train::RunWorkerTask(d);
+    if (!result.ok()) {
+      std::cerr << "tarn-train: " << result.status().message() << "\n";
+      return 1;
+    }
+    return 0;
+  }
   auto result = tarn::train::RunLocalTraining(o);
   if (!result.ok()) {
     std::cerr << "tarn-train: " << result.status().message() << "\n";

@@ -1,16 +1,25 @@
 // The model zoo, export and single-process training, on the real Fashion-MNIST files.
 #include "train/model_zoo.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <nlohmann/json.hpp>
 
 #include "common/file.h"
 #include "common/subprocess.h"
+#include "common/temp_dir.h"
+#include "train/flat_optimizer.h"
 #include "train/idx.h"
 #include "train/local_trainer.h"
 #include "train/model_export.h"
@@ -30,12 +39,8 @@ int64_t CountParameters(const torch::jit::Module& m) {
 
 class TrainTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tarn-train-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string dir_;
+  TempDir temp_{"tarn-train"};
+  const std::string dir_ = temp_.path();
 };
 
 TEST_F(TrainTest, ZooModelsHaveTheirShapesAndAreDeterministic) {
@@ -132,7 +137,7 @@ TEST_F(TrainTest, TrainsExportsVersionsThatServeTheSameAccuracy) {
   EXPECT_NE(lines.back().find("exported " + v2), std::string::npos) << lines.back();
 }
 
-TEST_F(TrainTest, TheBinaryTrainsAloneAndSaysWhatItCannotDo) {
+TEST_F(TrainTest, TheBinaryTrainsAloneAndNamesAMissingDataDir) {
   auto r = RunCommand({TARN_TRAIN_BINARY, "--model", "mlp", "--train_limit", "640", "--threads",
                        "1", "--export_base", dir_ + "/models"},
                       120s);
@@ -146,12 +151,147 @@ TEST_F(TrainTest, TheBinaryTrainsAloneAndSaysWhatItCannotDo) {
   EXPECT_NE(r->err.find("tarn-train: " + dir_ + "/nothing/train-images-idx3-ubyte.gz: "),
             std::string::npos)
       << r->err;
+}
 
-  r = RunCommand({TARN_TRAIN_BINARY, "--job_name", "ps", "--ps_hosts", "ps-0:2222"}, 60s);
+// The parameter server's optimisers against torch.optim's on the same gradients.
+TEST_F(TrainTest, FlatOptimizersMatchTorchOptim) {
+  for (const std::string kind : {"adam", "sgd"}) {
+    torch::manual_seed(5);
+    torch::Tensor p = torch::randn({1000}).set_requires_grad(true);
+    std::vector<float> flat(p.data_ptr<float>(), p.data_ptr<float>() + 1000);
+    OptimizerOptions o;
+    o.kind = kind;
+    o.learning_rate = 0.01;
+    auto mine = FlatOptimizer::Create(o, 1000);
+    ASSERT_TRUE(mine.ok());
+    std::unique_ptr<torch::optim::Optimizer> theirs;
+    if (kind == "adam") {
+      theirs = std::make_unique<torch::optim::Adam>(std::vector<torch::Tensor>{p},
+                                                    torch::optim::AdamOptions(0.01));
+    } else {
+      theirs = std::make_unique<torch::optim::SGD>(std::vector<torch::Tensor>{p},
+                                                   torch::optim::SGDOptions(0.01).momentum(0.9));
+    }
+    for (int step = 0; step < 20; ++step) {
+      torch::Tensor g = torch::randn({1000});
+      p.mutable_grad() = g.clone();
+      theirs->step();
+      mine->Apply(flat.data(), g.data_ptr<float>());
+    }
+    torch::Tensor ours = torch::from_blob(flat.data(), {1000});
+    EXPECT_TRUE(torch::allclose(ours, p.detach(), 1e-4, 1e-5))
+        << kind << ": max difference " << (ours - p.detach()).abs().max().item<float>();
+  }
+}
+
+int FreePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  socklen_t size = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+// A tarn-train process in the background, its output in `log`; SIGTERM, then waited for.
+class Background {
+ public:
+  Background(std::vector<std::string> args, const std::string& log) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(fd, 1);
+      ::dup2(fd, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  ~Background() { Stop(); }
+  int Stop() {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+
+ private:
+  pid_t pid_ = -1;
+};
+
+// Two parameter servers and two workers as separate processes over loopback: the model
+// trains, the chief (worker 0) exports, and the exported version scores what it says.
+void TrainACluster(const std::string& dir, bool sync) {
+  const std::string ps_hosts =
+      "127.0.0.1:" + std::to_string(FreePort()) + ",127.0.0.1:" + std::to_string(FreePort());
+  const std::string worker_hosts = "127.0.0.1:1,127.0.0.1:2";  // workers listen on nothing
+  std::vector<std::string> common = {
+      "--model",       "mlp",   "--ps_hosts", ps_hosts, "--worker_hosts", worker_hosts,
+      "--train_limit", "12000", "--threads",  "1",      "--export_base",  dir + "/models"};
+  if (sync) common.push_back("--sync_replicas");
+  std::vector<std::unique_ptr<Background>> servers;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index",
+                                     std::to_string(i)};
+    args.insert(args.end(), common.begin(), common.end());
+    servers.push_back(
+        std::make_unique<Background>(args, dir + "/ps-" + std::to_string(i) + ".log"));
+  }
+  std::vector<std::future<StatusOr<CommandResult>>> workers;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> args = {TARN_TRAIN_BINARY, "--job_name", "worker", "--task_index",
+                                     std::to_string(i)};
+    args.insert(args.end(), common.begin(), common.end());
+    workers.push_back(std::async(std::launch::async, [args] { return RunCommand(args, 300s); }));
+  }
+  std::string chief_out;
+  for (int i = 0; i < 2; ++i) {
+    auto r = workers[static_cast<size_t>(i)].get();
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->exit_code, 0) << "worker " << i << ":\n" << r->out << r->err;
+    if (i == 0) chief_out = r->out;
+  }
+  for (auto& s : servers) EXPECT_EQ(s->Stop(), 0);
+  EXPECT_NE(chief_out.find("worker 0: initialised the parameter servers"), std::string::npos)
+      << chief_out;
+  EXPECT_NE(chief_out.find(sync ? "synchronous" : "asynchronous"), std::string::npos);
+  const int64_t version = LatestVersion(dir + "/models", "fmnist");
+  ASSERT_GE(version, 1) << chief_out;
+  auto meta = nlohmann::json::parse(
+      ReadFileToString(dir + "/models/fmnist/" + std::to_string(version) + "/meta.json")
+          .value_or("{}"));
+  // 12,000 images split between two workers, one epoch: 94 batches each. Async: every push
+  // is a step, and the chief exports after its own 94, with some of the other's in too.
+  // Sync: a step averages one push of each, 94 in all.
+  if (sync) {
+    EXPECT_GE(meta.value("step", 0), 90) << meta.dump();
+  } else {
+    EXPECT_GT(meta.value("step", 0), 94) << meta.dump();
+  }
+  EXPECT_GE(meta.value("accuracy", 0.0), 0.72) << meta.dump() << chief_out;
+  const std::string ps_log = ReadFileToString(dir + "/ps-0.log").value_or("");
+  EXPECT_NE(ps_log.find("worker 1 joined"), std::string::npos) << ps_log;
+}
+
+TEST_F(TrainTest, AnAsynchronousClusterOfProcessesTrains) { TrainACluster(dir_, false); }
+TEST_F(TrainTest, ASynchronousClusterOfProcessesTrains) { TrainACluster(dir_, true); }
+
+TEST_F(TrainTest, ABadClusterIsRefusedWithTheReason) {
+  auto r = RunCommand({"/usr/bin/env",
+                       "TF_CONFIG={\"cluster\": {\"worker\": [\"w:1\"]}, "
+                       "\"task\": {\"type\": \"worker\", \"index\": 0}}",
+                       TARN_TRAIN_BINARY},
+                      60s);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 2);
-  EXPECT_NE(r->err.find("parameter-server training (ps/worker roles) is not built yet"),
-            std::string::npos)
+  EXPECT_NE(r->err.find("tarn-train: TF_CONFIG: the cluster has no ps"), std::string::npos)
       << r->err;
 }
 

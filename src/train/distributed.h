@@ -1,0 +1,40 @@
+// The roles of a parameter-server training cluster (cluster_spec.h), as tarn-train runs
+// them:
+//
+//   ps:     builds the model only to learn its parameter sizes, takes its share of the
+//           ShardPlan and serves it (ParameterServer) until `stop` is set.
+//   worker: reads its shard of the training data (every trainer count-th image, from its
+//           rank), and loops pull -> forward/backward -> push until the epochs are done or
+//           the global step reaches max_steps.
+//   chief:  a worker that also initialises the servers' parameters (from the model built
+//           with the seed, or loaded), evaluates on the test split and exports a version
+//           every export_every_secs and at the end.
+//
+// This header is free of libtorch. Both calls block; they use the calling thread.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "common/status.h"
+#include "train/cluster_spec.h"
+#include "train/flat_optimizer.h"
+#include "train/local_trainer.h"
+
+namespace tarn::train {
+
+struct DistributedOptions {
+  LocalTrainingOptions training;  // model, data, export, epochs, max_steps, batch, threads
+  ClusterSpec cluster;
+  OptimizerOptions optimizer;  // what the servers apply
+  bool sync = false;
+  int backup_workers = 0;
+  double export_every_secs = 60;
+  std::string bind_ip;  // where a ps listens ($TARN_IP); "": every address
+};
+
+Status RunParameterServerTask(const DistributedOptions& options, const std::atomic<bool>& stop);
+StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& options);
+
+}  // namespace tarn::train

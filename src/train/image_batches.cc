@@ -1,0 +1,66 @@
+#include "train/image_batches.h"
+
+#include <torch/torch.h>
+
+#include <numeric>
+
+#include "train/model_zoo.h"
+
+namespace tarn::train {
+
+torch::Tensor ImageBatch(const ImageSet& set, const std::vector<int64_t>& order, size_t begin,
+                         size_t end) {
+  const int64_t pixels = set.rows * set.cols;
+  torch::Tensor out =
+      torch::empty({static_cast<int64_t>(end - begin), 1, set.rows, set.cols}, torch::kFloat32);
+  float* dst = out.data_ptr<float>();
+  for (size_t i = begin; i < end; ++i) {
+    const uint8_t* src = set.pixels.data() + order[i] * pixels;
+    for (int64_t p = 0; p < pixels; ++p) *dst++ = src[p] * (1.0f / 255.0f);
+  }
+  return out;
+}
+
+torch::Tensor LabelBatch(const ImageSet& set, const std::vector<int64_t>& order, size_t begin,
+                         size_t end) {
+  torch::Tensor out = torch::empty({static_cast<int64_t>(end - begin)}, torch::kInt64);
+  int64_t* dst = out.data_ptr<int64_t>();
+  for (size_t i = begin; i < end; ++i) *dst++ = set.labels[order[i]];
+  return out;
+}
+
+double Evaluate(torch::jit::Module& model, const ImageSet& set) {
+  torch::NoGradGuard no_grad;
+  model.eval();
+  std::vector<int64_t> order(set.count);
+  std::iota(order.begin(), order.end(), 0);
+  int64_t correct = 0;
+  for (size_t begin = 0; begin < order.size(); begin += 1000) {
+    const size_t end = std::min(order.size(), begin + 1000);
+    torch::Tensor logits = model.forward({ImageBatch(set, order, begin, end)}).toTensor();
+    correct += logits.argmax(1).eq(LabelBatch(set, order, begin, end)).sum().item<int64_t>();
+  }
+  model.train();
+  return static_cast<double>(correct) / static_cast<double>(set.count);
+}
+
+std::vector<float*> ParameterData(const torch::jit::Module& model) {
+  std::vector<float*> out;
+  for (auto& [name, p] : NamedParameters(model)) out.push_back(p.data_ptr<float>());
+  return out;
+}
+
+std::vector<float*> GradientData(const torch::jit::Module& model) {
+  std::vector<float*> out;
+  for (auto& [name, p] : NamedParameters(model)) {
+    torch::Tensor g = p.mutable_grad();
+    if (!g.defined()) {
+      p.mutable_grad() = torch::zeros_like(p);
+      g = p.mutable_grad();
+    }
+    out.push_back(g.data_ptr<float>());
+  }
+  return out;
+}
+
+}  // namespace tarn::train

@@ -1,0 +1,263 @@
+#include "train/parameter_server.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "train/ps_wire.h"
+
+namespace tarn::train {
+
+struct ParameterServer::Worker {
+  explicit Worker(Connection c) : conn(std::move(c)) {}
+  Connection conn;
+  int64_t index = -1;  // -1 until it registers
+  std::vector<float> buffer;
+};
+
+namespace {
+
+Status SendError(Connection& c, uint64_t request, const std::string& why) {
+  return c.Send(MessageType::kError, request, nlohmann::json{{"error", why}}.dump());
+}
+
+Status SendStep(Connection& c, uint64_t request, int64_t step) {
+  const uint64_t s = static_cast<uint64_t>(step);
+  iovec part{const_cast<uint64_t*>(&s), sizeof s};
+  return c.Send(MessageType::kAck, request, std::span<const iovec>(&part, 1));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<ParameterServer>> ParameterServer::Create(Options options) {
+  if (options.elements <= 0) return InvalidArgumentError("parameter server: no parameters");
+  if (options.backup_workers < 0) {
+    return InvalidArgumentError("parameter server: backup_workers must be >= 0");
+  }
+  ASSIGN_OR_RETURN(FlatOptimizer optimizer,
+                   FlatOptimizer::Create(options.optimizer, static_cast<size_t>(options.elements)));
+  return std::unique_ptr<ParameterServer>(
+      new ParameterServer(std::move(options), std::move(optimizer)));
+}
+
+ParameterServer::ParameterServer(Options options, FlatOptimizer optimizer)
+    : options_(std::move(options)),
+      params_(static_cast<size_t>(options_.elements), 0.0f),
+      optimizer_(std::move(optimizer)) {}
+
+ParameterServer::~ParameterServer() { Stop(); }
+
+void ParameterServer::Log(const std::string& line) const {
+  if (options_.log) options_.log(line);
+}
+
+Status ParameterServer::Start() {
+  ASSIGN_OR_RETURN(listen_fd_, Listen(options_.host, options_.port, &port_));
+  accept_thread_ = std::thread([this] { AcceptLoop(); });
+  return OkStatus();
+}
+
+void ParameterServer::Stop() {
+  if (stopping_.exchange(true)) return;
+  if (listen_fd_ >= 0) ::shutdown(listen_fd_, SHUT_RDWR);
+  if (accept_thread_.joinable()) accept_thread_.join();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& w : connections_) ::shutdown(w->conn.fd(), SHUT_RDWR);
+    threads.swap(threads_);
+  }
+  step_done_.notify_all();
+  for (std::thread& t : threads) t.join();
+}
+
+ParameterServer::Stats ParameterServer::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Stats s;
+  s.step = step_;
+  s.workers = static_cast<int>(members_.size());
+  s.initialized = initialized_;
+  s.pushes = pushes_;
+  s.stale_pushes = stale_pushes_;
+  s.pulls = pulls_;
+  return s;
+}
+
+void ParameterServer::AcceptLoop() {
+  while (!stopping_) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (!stopping_) Log(std::string("accept: ") + std::strerror(errno));
+      return;
+    }
+    TuneSocket(fd);
+    auto worker = std::make_shared<Worker>(Connection(fd));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;  // the Connection closes the socket
+    connections_.push_back(worker);
+    threads_.emplace_back([this, worker] { Serve(worker); });
+  }
+}
+
+void ParameterServer::Serve(std::shared_ptr<Worker> w) {
+  while (!stopping_) {
+    StatusOr<FrameHeader> h = w->conn.ReadHeader();
+    Status s = h.ok() ? Handle(*w, *h) : h.status();
+    if (!s.ok()) {
+      if (!stopping_ && w->index >= 0) {
+        Log("worker " + std::to_string(w->index) + ": " + s.message());
+      }
+      break;
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (w->index >= 0) {
+    auto it = members_.find(w->index);
+    if (it != members_.end() && --it->second == 0) {
+      members_.erase(it);
+      Log("worker " + std::to_string(w->index) + " left; " + std::to_string(members_.size()) +
+          " remain");
+      if (options_.sync) MaybeFinishStepLocked();
+    }
+  }
+  std::erase(connections_, w);
+  w->conn.Close();
+}
+
+Status ParameterServer::Handle(Worker& w, const FrameHeader& h) {
+  const auto type = static_cast<MessageType>(h.type);
+  const uint64_t expected = 8 + static_cast<uint64_t>(options_.elements) * 4;
+  switch (type) {
+    case MessageType::kRegister: {
+      if (h.length > 4096) return InvalidArgumentError("register: body too big");
+      ASSIGN_OR_RETURN(std::string body, w.conn.ReadString(h.length));
+      const auto j = nlohmann::json::parse(body, nullptr, false);
+      if (!j.is_object() || !j.contains("worker") || !j["worker"].is_number_integer() ||
+          j["worker"].get<int64_t>() < 0) {
+        return SendError(w.conn, h.request, "register: expected {\"worker\": index}");
+      }
+      nlohmann::json reply;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (w.index < 0) {
+          w.index = j["worker"].get<int64_t>();
+          if (members_[w.index]++ == 0) {
+            Log("worker " + std::to_string(w.index) + " joined; " +
+                std::to_string(members_.size()) + " members");
+          }
+        }
+        reply = {{"initialized", initialized_},
+                 {"step", step_},
+                 {"workers", members_.size()},
+                 {"sync", options_.sync}};
+      }
+      return w.conn.Send(MessageType::kRegistered, h.request, reply.dump());
+    }
+    case MessageType::kInit: {
+      if (h.length != expected) {
+        RETURN_IF_ERROR(w.conn.Skip(h.length));
+        return SendError(w.conn, h.request,
+                         "init: " + std::to_string(h.length) + " bytes, expected " +
+                             std::to_string(expected) + " (a different model or ps count?)");
+      }
+      uint64_t ignored = 0;
+      w.buffer.resize(static_cast<size_t>(options_.elements));
+      iovec parts[2] = {{&ignored, 8}, {w.buffer.data(), w.buffer.size() * 4}};
+      RETURN_IF_ERROR(w.conn.Read(parts));
+      int64_t step = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!initialized_) {
+          std::unique_lock<std::shared_mutex> params(params_mu_);
+          params_.swap(w.buffer);
+          initialized_ = true;
+          Log("initialised by worker " + std::to_string(w.index));
+        }
+        step = step_;
+      }
+      return SendStep(w.conn, h.request, step);
+    }
+    case MessageType::kPull: {
+      RETURN_IF_ERROR(w.conn.Skip(h.length));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++pulls_;
+        if (!initialized_) {
+          return SendError(w.conn, h.request, "not initialized: waiting for the chief");
+        }
+      }
+      std::shared_lock<std::shared_mutex> params(params_mu_);
+      const uint64_t step = static_cast<uint64_t>(optimizer_.steps());
+      iovec parts[2] = {{const_cast<uint64_t*>(&step), 8}, {params_.data(), params_.size() * 4}};
+      return w.conn.Send(MessageType::kParams, h.request, parts);
+    }
+    case MessageType::kPush:
+      if (h.length != expected) {
+        RETURN_IF_ERROR(w.conn.Skip(h.length));
+        return SendError(
+            w.conn, h.request,
+            "push: " + std::to_string(h.length) + " bytes, expected " + std::to_string(expected));
+      }
+      return HandlePush(w, h.request, h.length);
+    default:
+      RETURN_IF_ERROR(w.conn.Skip(h.length));
+      return SendError(w.conn, h.request, "unknown message type " + std::to_string(h.type));
+  }
+}
+
+Status ParameterServer::HandlePush(Worker& w, uint64_t request, uint64_t /*length*/) {
+  uint64_t computed_at = 0;
+  w.buffer.resize(static_cast<size_t>(options_.elements));
+  iovec parts[2] = {{&computed_at, 8}, {w.buffer.data(), w.buffer.size() * 4}};
+  RETURN_IF_ERROR(w.conn.Read(parts));
+  std::unique_lock<std::mutex> lock(mu_);
+  if (w.index < 0) return SendError(w.conn, request, "push before register");
+  if (!initialized_) return SendError(w.conn, request, "not initialized: waiting for the chief");
+  ++pushes_;
+  if (!options_.sync) {
+    {
+      std::unique_lock<std::shared_mutex> params(params_mu_);
+      optimizer_.Apply(params_.data(), w.buffer.data());
+    }
+    const int64_t step = ++step_;
+    lock.unlock();
+    return SendStep(w.conn, request, step);
+  }
+  if (static_cast<int64_t>(computed_at) != step_) {
+    ++stale_pushes_;
+    const int64_t step = step_;
+    lock.unlock();
+    return SendStep(w.conn, request, step);
+  }
+  if (sum_.empty()) sum_.assign(params_.size(), 0.0f);
+  for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += w.buffer[i];
+  ++summed_;
+  MaybeFinishStepLocked();
+  step_done_.wait(lock, [&] { return step_ > static_cast<int64_t>(computed_at) || stopping_; });
+  const int64_t step = step_;
+  lock.unlock();
+  return SendStep(w.conn, request, step);
+}
+
+void ParameterServer::MaybeFinishStepLocked() {
+  const int members = static_cast<int>(members_.size());
+  const int required = std::max(1, members - options_.backup_workers);
+  if (summed_ == 0 || summed_ < required) return;
+  const float scale = 1.0f / static_cast<float>(summed_);
+  for (float& g : sum_) g *= scale;
+  {
+    std::unique_lock<std::shared_mutex> params(params_mu_);
+    optimizer_.Apply(params_.data(), sum_.data());
+  }
+  std::fill(sum_.begin(), sum_.end(), 0.0f);
+  summed_ = 0;
+  ++step_;
+  step_done_.notify_all();
+}
+
+}  // namespace tarn::train

@@ -1,0 +1,188 @@
+// A real ParameterServer and real PsClients over loopback TCP, with plain float arrays as
+// the "model": async and sync updates, backup workers, stale gradients, membership, the
+// chief's initialisation, and a ps that restarts under a worker.
+#include "train/parameter_server.h"
+
+#include <gtest/gtest.h>
+
+#include <future>
+#include <thread>
+
+#include "train/ps_client.h"
+
+namespace tarn::train {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Two parameters of 3 and 5 elements over `servers` servers, SGD with lr 1 and no momentum,
+// so each applied gradient g moves the parameters by exactly -g (or -mean(g) when synced).
+class PsTest : public ::testing::Test {
+ protected:
+  void StartServers(int n, bool sync = false, int backup = 0) {
+    plan_ = PlanShards({3, 5}, n, 2);
+    for (int i = 0; i < n; ++i) {
+      ParameterServer::Options o;
+      o.host = "127.0.0.1";
+      o.elements = plan_.elements[static_cast<size_t>(i)];
+      o.optimizer.kind = "sgd";
+      o.optimizer.learning_rate = 1.0;
+      o.optimizer.momentum = 0.0;
+      o.sync = sync;
+      o.backup_workers = backup;
+      auto s = ParameterServer::Create(o);
+      ASSERT_TRUE(s.ok()) << s.status().ToString();
+      ASSERT_TRUE((*s)->Start().ok());
+      addresses_.push_back("127.0.0.1:" + std::to_string((*s)->port()));
+      servers_.push_back(std::move(*s));
+    }
+  }
+  std::unique_ptr<PsClient> Client(int64_t worker, std::chrono::milliseconds retry = 10s) {
+    PsClient::Options o;
+    o.servers = addresses_;
+    o.worker = worker;
+    o.plan = plan_;
+    o.retry_for = retry;
+    auto c = PsClient::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  ShardPlan plan_;
+  std::vector<std::string> addresses_;
+  std::vector<std::unique_ptr<ParameterServer>> servers_;
+};
+
+struct Model {
+  float a[3], b[5];
+  std::vector<float*> arrays() { return {a, b}; }
+};
+
+TEST_F(PsTest, AsyncPushesApplyAtOnceAcrossShards) {
+  StartServers(2);
+  auto chief = Client(0);
+  ASSERT_NE(chief, nullptr);
+  EXPECT_FALSE(chief->initialized());
+  Model init{{1, 2, 3}, {4, 5, 6, 7, 8}};
+  ASSERT_TRUE(chief->Init(init.arrays()).ok());
+  auto other = Client(1);
+  ASSERT_NE(other, nullptr);
+  EXPECT_TRUE(other->initialized());
+
+  Model seen{};
+  auto step = other->Pull(seen.arrays());
+  ASSERT_TRUE(step.ok()) << step.status().ToString();
+  EXPECT_EQ(*step, 0);
+  EXPECT_EQ(std::vector<float>(seen.b, seen.b + 5), (std::vector<float>{4, 5, 6, 7, 8}));
+  Model grad{{1, 1, 1}, {0.5, 0.5, 0.5, 0.5, 0.5}};
+  ASSERT_EQ(*other->Push(grad.arrays()), 1);
+  ASSERT_EQ(*chief->Push(grad.arrays()), 2);
+  ASSERT_EQ(*chief->Pull(seen.arrays()), 2);
+  EXPECT_EQ(std::vector<float>(seen.a, seen.a + 3), (std::vector<float>{-1, 0, 1}));
+  EXPECT_EQ(std::vector<float>(seen.b, seen.b + 5), (std::vector<float>{3, 4, 5, 6, 7}));
+
+  // A second Init (a restarted chief) changes nothing.
+  Model zeros{};
+  ASSERT_TRUE(Client(0)->Init(zeros.arrays()).ok());
+  ASSERT_TRUE(chief->Pull(seen.arrays()).ok());
+  EXPECT_EQ(seen.a[2], 1);
+  EXPECT_EQ(servers_[0]->stats().workers, 2);
+}
+
+TEST_F(PsTest, PullWaitsForTheChiefsInitialisation) {
+  StartServers(1);
+  auto worker = Client(1);
+  ASSERT_NE(worker, nullptr);
+  auto pulled = std::async(std::launch::async, [&] {
+    Model m{};
+    auto s = worker->Pull(m.arrays());
+    return s.ok() ? m.b[4] : -1.0f;
+  });
+  std::this_thread::sleep_for(300ms);
+  Model init{{0, 0, 0}, {0, 0, 0, 0, 9}};
+  ASSERT_TRUE(Client(0)->Init(init.arrays()).ok());
+  EXPECT_EQ(pulled.get(), 9.0f);
+}
+
+TEST_F(PsTest, SyncAveragesTheGradientsOfEveryMemberAndDropsStaleOnes) {
+  StartServers(2, /*sync=*/true);
+  auto w0 = Client(0), w1 = Client(1);
+  Model init{}, seen{};
+  ASSERT_TRUE(w0->Init(init.arrays()).ok());
+  ASSERT_TRUE(w0->Pull(seen.arrays()).ok());
+  ASSERT_TRUE(w1->Pull(seen.arrays()).ok());
+  Model g0{{2, 2, 2}, {2, 2, 2, 2, 2}}, g1{{4, 4, 4}, {0, 0, 0, 0, 0}};
+  // w0's push waits until w1's arrives; the step then applies the mean.
+  auto first = std::async(std::launch::async, [&] { return *w0->Push(g0.arrays()); });
+  EXPECT_EQ(first.wait_for(300ms), std::future_status::timeout) << "a sync step waits";
+  EXPECT_EQ(*w1->Push(g1.arrays()), 1);
+  EXPECT_EQ(first.get(), 1);
+  ASSERT_EQ(*w0->Pull(seen.arrays()), 1);
+  EXPECT_EQ(seen.a[0], -3);  // -(2 + 4) / 2
+  EXPECT_EQ(seen.b[0], -1);  // -(2 + 0) / 2
+
+  // w1 did not pull: its next gradient was computed at step 0 and is dropped.
+  auto stale = std::async(std::launch::async, [&] { return *w1->Push(g1.arrays()); });
+  EXPECT_EQ(stale.get(), 1);
+  EXPECT_EQ(servers_[0]->stats().stale_pushes, 1);
+}
+
+TEST_F(PsTest, BackupWorkersLetAStepGoOnWithoutTheSlowest) {
+  StartServers(1, /*sync=*/true, /*backup=*/1);
+  auto w0 = Client(0), w1 = Client(1);
+  Model init{}, seen{};
+  ASSERT_TRUE(w0->Init(init.arrays()).ok());
+  ASSERT_TRUE(w0->Pull(seen.arrays()).ok());
+  Model g{{1, 1, 1}, {1, 1, 1, 1, 1}};
+  EXPECT_EQ(*w0->Push(g.arrays()), 1) << "1 of 2 workers suffices with 1 backup";
+  EXPECT_EQ(servers_[0]->stats().workers, 2);
+}
+
+TEST_F(PsTest, AWorkerThatLeavesNoLongerHoldsUpASyncStep) {
+  StartServers(1, /*sync=*/true);
+  auto w0 = Client(0);
+  auto w1 = Client(1);
+  Model init{}, seen{};
+  ASSERT_TRUE(w0->Init(init.arrays()).ok());
+  ASSERT_TRUE(w0->Pull(seen.arrays()).ok());
+  Model g{{1, 1, 1}, {1, 1, 1, 1, 1}};
+  auto waiting = std::async(std::launch::async, [&] { return *w0->Push(g.arrays()); });
+  EXPECT_EQ(waiting.wait_for(200ms), std::future_status::timeout);
+  w1.reset();  // its connections close: membership drops to 1 and the step completes
+  EXPECT_EQ(waiting.get(), 1);
+  EXPECT_EQ(servers_[0]->stats().workers, 1);
+}
+
+TEST_F(PsTest, AWorkerReconnectsToARestartedServer) {
+  StartServers(1);
+  auto w = Client(0);
+  Model init{{1, 1, 1}, {1, 1, 1, 1, 1}}, seen{};
+  ASSERT_TRUE(w->Init(init.arrays()).ok());
+  const int port = servers_[0]->port();
+  servers_[0]->Stop();
+  servers_[0].reset();
+  // The same port again, as a restarted ps task would; it has lost its state, and a pull
+  // waits for initialisation until the chief sends it again.
+  std::thread restart([&] {
+    std::this_thread::sleep_for(300ms);
+    ParameterServer::Options o;
+    o.host = "127.0.0.1";
+    o.port = port;
+    o.elements = plan_.elements[0];
+    o.optimizer.kind = "sgd";
+    auto s = ParameterServer::Create(o);
+    ASSERT_TRUE(s.ok());
+    ASSERT_TRUE((*s)->Start().ok());
+    servers_[0] = std::move(*s);
+  });
+  Model grad{};
+  auto pushed = w->Push(grad.arrays());
+  restart.join();
+  EXPECT_FALSE(pushed.ok()) << "a push to a server that lost its parameters is refused";
+  ASSERT_TRUE(w->Init(init.arrays()).ok());
+  ASSERT_TRUE(w->Pull(seen.arrays()).ok());
+  EXPECT_EQ(seen.b[4], 1);
+}
+
+}  // namespace
+}  // namespace tarn::train

@@ -1,0 +1,85 @@
+// PsClient: a worker's connections to every parameter server of its cluster. It registers
+// with each, and pulls and pushes the model's parameters and gradients straight from and
+// into the caller's float32 arrays, each server's share as the ShardPlan says, the servers
+// in parallel.
+//
+// A lost connection is redialled with backoff (100 ms doubling to 5 s, for up to
+// `retry_for`) and the worker registers again, so a restarted ps or a restarted worker
+// carries on; a pull while the chief has not initialised the parameters waits likewise.
+// A push to a server without parameters (one restarted since) fails with "not
+// initialized": the chief then initialises it again (IsNotInitialized).
+// Each push carries, per server, the step of the parameters last pulled from it: the step
+// its gradient was computed at (synchronous servers drop gradients of an older step).
+//
+// Not thread-safe: one worker thread uses it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "train/ps_wire.h"
+#include "train/shard_plan.h"
+
+namespace tarn::train {
+
+// Whether `s` says a server has no parameters yet.
+bool IsNotInitialized(const Status& s);
+
+class PsClient {
+ public:
+  struct Options {
+    std::vector<std::string> servers;  // "host:port", in ps task order
+    int64_t worker = 0;                // this worker's index (its membership)
+    ShardPlan plan;                    // for as many servers as `servers`
+    std::chrono::milliseconds retry_for{120000};
+    std::chrono::milliseconds io_timeout{300000};  // a sync push may wait for slow peers
+    std::function<void(const std::string&)> log;
+  };
+
+  // Connects to and registers with every server (retrying as above).
+  static StatusOr<std::unique_ptr<PsClient>> Connect(Options options);
+
+  // Whether every server said at registration that it holds initialised parameters.
+  bool initialized() const { return initialized_; }
+  bool sync() const { return sync_; }
+
+  // `params[i]`: parameter i's elements. Init sends them as the initial values (a server
+  // that already has values keeps them); Pull overwrites them with the servers' values and
+  // returns server 0's step; Push sends gradients and returns server 0's step after it.
+  Status Init(const std::vector<float*>& params);
+  StatusOr<int64_t> Pull(const std::vector<float*>& params);
+  StatusOr<int64_t> Push(const std::vector<float*>& gradients);
+
+ private:
+  struct Server {
+    std::string host;
+    int port = 0;
+    std::unique_ptr<Connection> conn;
+    int64_t step = 0;    // the last step it reported
+    int64_t pulled = 0;  // the step of the parameters last pulled from it
+  };
+  explicit PsClient(Options options);
+
+  Status Dial(Server& s);  // connect + register, once
+  // Runs `op` on server `index`, redialling and retrying while it fails for the network
+  // (and, with `wait_for_init`, while the server has no parameters yet).
+  Status WithRetry(size_t index, const std::function<Status(Server&)>& op,
+                   bool wait_for_init = false);
+  // Runs `op` for every server, in parallel; the first error.
+  Status ForEachServer(const std::function<Status(size_t)>& op);
+  std::vector<iovec> Parts(size_t server, const std::vector<float*>& arrays) const;
+  void Log(const std::string& line) const;
+
+  Options options_;
+  std::vector<Server> servers_;
+  bool initialized_ = true;
+  bool sync_ = false;
+  uint64_t next_request_ = 1;
+};
+
+}  // namespace tarn::train
