@@ -854,6 +854,64 @@ TEST_F(ServerTest, StatusSaysWhenNamesDoNotResolveInContainers) {
       << r.out;
 }
 
+// A parameter-server training cluster as an assembly: the workers find the ps by its DNS
+// name from TF_CONFIG (through the system resolver inside their containers), the ps binds
+// its own address, the chief exports into the assembly's shared directory, and the workers
+// end SUCCEEDED while the ps keeps serving.
+TEST_F(ServerTest, ATrainingClusterFindsItsPsByNameAndExports) {
+  StartServer();
+  // By name, as users write it: instances find tarn's own binaries first on their PATH.
+  const std::string train = std::string("tarn-train") +
+                            " --model mlp --train_limit 3000 --threads 1"
+                            " --export_base $TARN_SHARED_DIR/models"
+                            " --checkpoint_dir $TARN_SHARED_DIR/checkpoints";
+  auto role = [](const std::string& r) {
+    return json{{"properties", {{"tarn.tf.role", r}, {"tarn.ports", "grpc:2222"}}}};
+  };
+  json a = {
+      {"name", "train"},
+      {"version", "1"},
+      {"configuration", {{"env", {{"OPENBLAS_NUM_THREADS", "1"}}}}},
+      {"components",
+       json::array({{{"name", "ps"},
+                     {"number_of_containers", 1},
+                     {"launch_command", train},
+                     {"resource", {{"cpus", 1}, {"memory", "1Gi"}}},
+                     {"configuration", role("ps")},
+                     {"readiness_check", {{"type", "PORT"}, {"properties", {{"port", "2222"}}}}}},
+                    {{"name", "worker"},
+                     {"number_of_containers", 2},
+                     {"dependencies", json::array({"ps"})},
+                     {"restart_policy", "ON_FAILURE"},
+                     {"launch_command", train},
+                     {"resource", {{"cpus", 1}, {"memory", "1Gi"}}},
+                     {"configuration", role("worker")}}})}};
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  std::string worker_state;
+  WaitFor("both workers to succeed", 120s, [&] {
+    Reply r = Call("GET", "/app/v1/services/train");
+    for (const json& c : r.body.value("components", json::array())) {
+      if (c.value("name", "") == "worker") worker_state = c.value("state", "");
+    }
+    return worker_state == "SUCCEEDED" || worker_state == "FAILED";
+  });
+  const std::string logs = state_ + "/shims/alice/train/";
+  const std::string chief = ReadAll(logs + "worker-0/stdout.log");
+  ASSERT_EQ(worker_state, "SUCCEEDED")
+      << chief << ReadAll(logs + "worker-0/stderr.log") << ReadAll(logs + "worker-1/stderr.log")
+      << ReadAll(logs + "ps-0/stdout.log") << ReadAll(logs + "ps-0/stderr.log");
+  EXPECT_NE(chief.find("worker 0: initialised the parameter servers"), std::string::npos) << chief;
+  const std::string ps = ReadAll(logs + "ps-0/stdout.log");
+  Reply s = Call("GET", "/app/v1/services/train");
+  const std::string ps_ip = s.body["components"][0]["containers"][0]["ip"];
+  EXPECT_NE(ps.find("serving 101770 parameters on " + ps_ip + ":2222"), std::string::npos) << ps;
+  EXPECT_NE(ps.find("worker 1 joined"), std::string::npos) << ps;
+  const std::string shared = s.body.value("shared_dir", "");
+  EXPECT_TRUE(std::filesystem::exists(shared + "/models/fmnist/1/model.pt")) << shared;
+  EXPECT_FALSE(ReadAll(shared + "/models/fmnist/1/meta.json").empty());
+  EXPECT_EQ(State("train"), "STABLE") << "the ps keeps serving";
+}
+
 // Crash points in the code: the server dies exactly there, and a restart repairs it.
 TEST_F(ServerTest, NamedCrashPointsLoseAndDuplicateNothing) {
   for (const std::string point : {"create-committed", "launch-committed:2", "flex-committed"}) {

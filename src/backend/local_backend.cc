@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <deque>
 #include <exception>
 #include <filesystem>
@@ -455,6 +457,20 @@ std::string LocalBackend::ShimDirOf(const InstanceRef& ref) const {
   return ShimDir(ContextFor(ref.user), ref.assembly, ref.instance);
 }
 
+Status LocalBackend::PrepareSharedDir(const LaunchContext& ctx, const std::string& assembly) {
+  const std::string dir = backend::SharedDir(ctx, assembly);
+  const std::string user_dir = fs::path(dir).parent_path().string();
+  // The users' directories can be passed through, not listed; the assembly's belongs to
+  // the account its instances run as.
+  RETURN_IF_ERROR(MakeDirectories(fs::path(user_dir).parent_path().string(), 0711));
+  RETURN_IF_ERROR(MakeDirectories(user_dir, 0711));
+  RETURN_IF_ERROR(MakeDirectories(dir, 0750));
+  if (::geteuid() == 0 && ::chown(dir.c_str(), ctx.run_as.account.uid, ctx.run_as.account.gid) != 0) {
+    return InternalError(dir + ": chown: " + std::strerror(errno));
+  }
+  return OkStatus();
+}
+
 std::string LocalBackend::NamesDir(const std::string& user, const std::string& assembly) const {
   return options_.launch.state_dir + "/names/" + user + "/" + assembly;
 }
@@ -555,6 +571,9 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   StatusOr<runtime::ContainerSpec> spec =
       BuildContainerSpec(assembly, *component, ref.index, placement.gpus, ctx);
   if (!spec.ok()) return EmitStartFailed(key, container_id, spec.status().message());
+  if (Status shared = PrepareSharedDir(ctx, ref.assembly); !shared.ok()) {
+    return EmitStartFailed(key, container_id, "shared directory: " + shared.message());
+  }
   if (Status names = PrepareNameFiles(ref.user, ref.assembly, &*spec); !names.ok()) {
     return EmitStartFailed(key, container_id, "name resolution: " + names.message());
   }

@@ -164,6 +164,8 @@ class LocalBackend final : public service::Backend {
 
   LaunchContext ContextFor(const std::string& user) const;
   std::string ShimDirOf(const service::InstanceRef& ref) const;
+  // Creates the assembly's shared directory (TARN_SHARED_DIR) for the run user, if needed.
+  Status PrepareSharedDir(const LaunchContext& ctx, const std::string& assembly);
   // <state>/names/<user>/<assembly>: the resolver files its containers see.
   std::string NamesDir(const std::string& user, const std::string& assembly) const;
   // Writes the resolver files a container of the assembly needs and names them in `spec`.
