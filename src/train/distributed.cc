@@ -7,8 +7,10 @@
 #include <random>
 #include <thread>
 
+#include "train/checkpoint.h"
 #include "train/idx.h"
 #include "train/image_batches.h"
+#include "train/metrics_server.h"
 #include "train/model_export.h"
 #include "train/model_zoo.h"
 #include "train/parameter_server.h"
@@ -50,7 +52,34 @@ Status RunParameterServerTask(const DistributedOptions& o, const std::atomic<boo
                    (o.sync ? " (synchronous, " + std::to_string(o.backup_workers) + " backup)"
                            : " (asynchronous)"));
   }
+  std::unique_ptr<MetricsServer> metrics;
+  if (o.metrics_port >= 0) {
+    ParameterServer* ps = server.get();
+    metrics = std::make_unique<MetricsServer>(po.host, o.metrics_port, [ps] {
+      const ParameterServer::Stats s = ps->stats();
+      std::string out;
+      auto metric = [&](const char* name, const char* type, const char* help, int64_t value) {
+        out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" +
+               name + " " + std::to_string(value) + "\n";
+      };
+      metric("tarn_ps_step", "gauge", "Updates applied to this server's parameters.", s.step);
+      metric("tarn_ps_workers", "gauge", "Workers registered now.", s.workers);
+      metric("tarn_ps_initialized", "gauge", "1 once the parameters are set.", s.initialized);
+      metric("tarn_ps_pushes_total", "counter", "Gradients received.", s.pushes);
+      metric("tarn_ps_stale_pushes_total", "counter",
+             "Sync: gradients dropped as computed at an older step (backup workers).",
+             s.stale_pushes);
+      metric("tarn_ps_pulls_total", "counter", "Parameter pulls served.", s.pulls);
+      return out;
+    });
+    RETURN_IF_ERROR(metrics->Start());
+    if (o.training.log) {
+      o.training.log(TaskName(c) + " metrics on " + po.host + ":" +
+                     std::to_string(metrics->port()));
+    }
+  }
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (metrics) metrics->Stop();
   server->Stop();
   return OkStatus();
 }
@@ -83,6 +112,30 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     co.log = t.log;
     ASSIGN_OR_RETURN(auto client, PsClient::Connect(co));
     std::vector<float*> params = ParameterData(model);
+    int64_t start_epoch = 1, start_position = 0;
+    if (c.IsChief() && !o.checkpoint_dir.empty()) {
+      StatusOr<Checkpoint> latest = ReadLatestCheckpoint(o.checkpoint_dir);
+      if (latest.ok()) {
+        const size_t arrays = o.optimizer.kind == "adam" ? 3 : 2;
+        if (latest->model != t.model || latest->optimizer != o.optimizer.kind ||
+            latest->arrays.size() != arrays) {
+          return FailedPreconditionError("the newest checkpoint in " + o.checkpoint_dir +
+                                         " (step " + std::to_string(latest->step) +
+                                         ") is of model " + latest->model + " with " +
+                                         latest->optimizer + ", not " + t.model + " with " +
+                                         o.optimizer.kind + "; use another --checkpoint_dir");
+        }
+        if (!client->initialized()) {
+          RETURN_IF_ERROR(client->Restore({latest->step, std::move(latest->arrays)}));
+          log(TaskName(c) + ": restored the parameter servers from the checkpoint of step " +
+              std::to_string(latest->step));
+        }
+        start_epoch = latest->epoch;
+        start_position = latest->position;
+      } else if (latest.status().code() != StatusCode::kNotFound) {
+        return latest.status();
+      }
+    }
     if (c.IsChief() && !client->initialized()) {
       RETURN_IF_ERROR(client->Init(params));
       log(TaskName(c) + ": initialised the parameter servers");
@@ -92,15 +145,50 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
         (client->sync() ? "synchronous" : "asynchronous") + ")");
 
     model.train();
-    std::mt19937_64 rng(t.seed + static_cast<uint64_t>(rank));
     LocalTrainingResult result;
-    std::vector<double> recent;
+    StepReporter reporter(t.progress, TaskName(c), t.log_every_secs, t.log);
+    Progress& progress = reporter.progress();
     const auto start = std::chrono::steady_clock::now();
-    auto last_export = start;
+    auto last_export = start, last_checkpoint = start;
+    int64_t last_checkpoint_step = 0;
+    int64_t epoch = start_epoch, position = start_position;  // the batches done this epoch
+    auto checkpoint_now = [&]() -> Status {
+      ASSIGN_OR_RETURN(PsClient::ModelState state, client->Snapshot());
+      Checkpoint ck;
+      ck.step = state.step;
+      ck.model = t.model;
+      ck.optimizer = o.optimizer.kind;
+      ck.epoch = epoch;
+      ck.position = position;
+      ck.arrays = std::move(state.arrays);
+      RETURN_IF_ERROR(WriteCheckpoint(o.checkpoint_dir, ck));
+      log(TaskName(c) + ": checkpoint of step " + std::to_string(ck.step) + " (epoch " +
+          std::to_string(epoch) + ", batch " + std::to_string(position) + ")");
+      last_checkpoint = std::chrono::steady_clock::now();
+      last_checkpoint_step = ck.step;
+      progress.checkpoint_step = ck.step;
+      return OkStatus();
+    };
+    auto refill_servers = [&]() -> Status {
+      if (!o.checkpoint_dir.empty()) {
+        StatusOr<Checkpoint> latest = ReadLatestCheckpoint(o.checkpoint_dir);
+        if (latest.ok()) {
+          RETURN_IF_ERROR(client->Restore({latest->step, std::move(latest->arrays)}));
+          log(TaskName(c) + ": gave the restarted parameter server the checkpoint of step " +
+              std::to_string(latest->step));
+          return OkStatus();
+        }
+        if (latest.status().code() != StatusCode::kNotFound) return latest.status();
+      }
+      RETURN_IF_ERROR(client->Init(params));
+      log(TaskName(c) + ": gave the restarted parameter server the parameters of its last pull");
+      return OkStatus();
+    };
     int64_t samples = 0, step = 0;
     auto export_now = [&]() -> Status {
       ASSIGN_OR_RETURN(step, client->Pull(params));
       result.accuracy = Evaluate(model, *test);
+      progress.accuracy = result.accuracy;
       log("step " + std::to_string(step) + ": test accuracy " + std::to_string(result.accuracy));
       if (t.export_base.empty()) return OkStatus();
       nlohmann::json meta = {{"model", t.model},
@@ -117,10 +205,16 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       return OkStatus();
     };
     bool done = false;
-    for (int epoch = 1; epoch <= t.epochs && !done; ++epoch) {
-      std::shuffle(order.begin(), order.end(), rng);
-      for (size_t begin = 0; begin < order.size() && !done; begin += t.batch_size) {
-        const size_t end = std::min(order.size(), begin + static_cast<size_t>(t.batch_size));
+    for (; epoch <= t.epochs; ++epoch, position = 0) {
+      // The same order for an epoch in every run, so that a resumed chief skips exactly the
+      // batches it had done.
+      std::vector<int64_t> shuffled = order;
+      std::mt19937_64 rng(t.seed * 1000003 + static_cast<uint64_t>(rank) * 7919 +
+                          static_cast<uint64_t>(epoch));
+      std::shuffle(shuffled.begin(), shuffled.end(), rng);
+      BatchLoader loader(train, std::move(shuffled), static_cast<size_t>(position), t.batch_size);
+      torch::Tensor images, labels;
+      while (!done && loader.Next(&images, &labels)) {
         ASSIGN_OR_RETURN(step, client->Pull(params));
         if (t.max_steps > 0 && step >= t.max_steps) {
           done = true;
@@ -129,28 +223,37 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
         for (auto& [name, p] : NamedParameters(model)) {
           if (p.mutable_grad().defined()) p.mutable_grad().zero_();
         }
-        torch::Tensor logits = model.forward({ImageBatch(train, order, begin, end)}).toTensor();
-        torch::Tensor loss =
-            torch::nn::functional::cross_entropy(logits, LabelBatch(train, order, begin, end));
+        torch::Tensor logits = model.forward({images}).toTensor();
+        torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
         loss.backward();
+        const int64_t pulled_at = step;
         StatusOr<int64_t> pushed = client->Push(GradientData(model));
-        if (!pushed.ok() && IsNotInitialized(pushed.status()) && c.IsChief()) {
-          // A ps restarted and lost its share: the chief's copy (from its last pull) is the
-          // freshest there is.
-          log(TaskName(c) + ": " + pushed.status().message() + "; initialising it again");
-          RETURN_IF_ERROR(client->Init(params));
+        if (!pushed.ok() && IsNotInitialized(pushed.status())) {
+          // A ps restarted and lost its share. The chief gives it back its part of the newest
+          // checkpoint (the servers that kept theirs ignore it), or else of its last pull;
+          // other workers wait for that at their next pull.
+          if (c.IsChief()) {
+            log(TaskName(c) + ": " + pushed.status().message());
+            RETURN_IF_ERROR(refill_servers());
+          }
           continue;
         }
         ASSIGN_OR_RETURN(step, std::move(pushed));
         ++result.steps;
-        samples += static_cast<int64_t>(end - begin);
-        recent.push_back(loss.item<double>());
-        if (recent.size() > 100) recent.erase(recent.begin());
-        result.last_loss =
-            std::accumulate(recent.begin(), recent.end(), 0.0) / static_cast<double>(recent.size());
-        if (result.steps % 100 == 0) {
-          log(TaskName(c) + " epoch " + std::to_string(epoch) + " step " + std::to_string(step) +
-              " loss " + std::to_string(result.last_loss));
+        ++position;
+        samples += images.size(0);
+        // Async: how many other updates were applied between this gradient's pull and its own.
+        reporter.Step(
+            step, images.size(0), loss.item<double>(),
+            client->sync() ? 0.0 : static_cast<double>(std::max<int64_t>(0, step - pulled_at - 1)));
+        result.last_loss = reporter.mean_loss();
+        const bool checkpoint_due = (o.checkpoint_every_secs > 0 &&
+                                     std::chrono::steady_clock::now() - last_checkpoint >
+                                         std::chrono::duration<double>(o.checkpoint_every_secs)) ||
+                                    (o.checkpoint_every_steps > 0 &&
+                                     step - last_checkpoint_step >= o.checkpoint_every_steps);
+        if (c.IsChief() && !o.checkpoint_dir.empty() && checkpoint_due) {
+          RETURN_IF_ERROR(checkpoint_now());
         }
         if (c.IsChief() && o.export_every_secs > 0 &&
             std::chrono::steady_clock::now() - last_export >
@@ -158,10 +261,12 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
           RETURN_IF_ERROR(export_now());
         }
       }
+      if (done) break;  // mid-epoch: the checkpoint keeps this epoch and position
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
+    if (c.IsChief() && !o.checkpoint_dir.empty()) RETURN_IF_ERROR(checkpoint_now());
     if (c.IsChief()) RETURN_IF_ERROR(export_now());
     log(TaskName(c) + " done: " + std::to_string(result.steps) + " steps of its own, global step " +
         std::to_string(step) + ", " +

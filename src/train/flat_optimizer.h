@@ -33,9 +33,10 @@ class FlatOptimizer {
   double LearningRate() const;  // for the step about to be applied
   int64_t steps() const { return steps_; }
 
-  // Checkpoint state: steps, then the moment arrays.
-  std::vector<float>& first_moment() { return m_; }
-  std::vector<float>& second_moment() { return v_; }
+  // Checkpoint state: the steps taken and the moment arrays (SGD: the momentum buffer;
+  // Adam: the first and second moments), each as long as the parameters.
+  int moment_arrays() const { return v_.empty() ? 1 : 2; }
+  float* moment(int i) { return i == 0 ? m_.data() : v_.data(); }
   void set_steps(int64_t steps) { steps_ = steps; }
 
  private:

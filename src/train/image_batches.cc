@@ -44,6 +44,51 @@ double Evaluate(torch::jit::Module& model, const ImageSet& set) {
   return static_cast<double>(correct) / static_cast<double>(set.count);
 }
 
+BatchLoader::BatchLoader(const ImageSet& set, std::vector<int64_t> order, size_t first_batch,
+                         int batch_size, int depth)
+    : set_(set),
+      order_(std::move(order)),
+      batch_size_(static_cast<size_t>(std::max(1, batch_size))),
+      depth_(static_cast<size_t>(std::max(1, depth))) {
+  thread_ = std::thread([this, first_batch] { Run(first_batch); });
+}
+
+BatchLoader::~BatchLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  thread_.join();
+}
+
+void BatchLoader::Run(size_t first_batch) {
+  for (size_t begin = first_batch * batch_size_; begin < order_.size(); begin += batch_size_) {
+    const size_t end = std::min(order_.size(), begin + batch_size_);
+    auto batch =
+        std::make_pair(ImageBatch(set_, order_, begin, end), LabelBatch(set_, order_, begin, end));
+    std::unique_lock<std::mutex> lock(mu_);
+    changed_.wait(lock, [&] { return stopping_ || ready_.size() < depth_; });
+    if (stopping_) return;
+    ready_.push_back(std::move(batch));
+    changed_.notify_all();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  finished_ = true;
+  changed_.notify_all();
+}
+
+bool BatchLoader::Next(torch::Tensor* images, torch::Tensor* labels) {
+  std::unique_lock<std::mutex> lock(mu_);
+  changed_.wait(lock, [&] { return !ready_.empty() || finished_; });
+  if (ready_.empty()) return false;
+  *images = std::move(ready_.front().first);
+  *labels = std::move(ready_.front().second);
+  ready_.pop_front();
+  changed_.notify_all();
+  return true;
+}
+
 std::vector<float*> ParameterData(const torch::jit::Module& model) {
   std::vector<float*> out;
   for (auto& [name, p] : NamedParameters(model)) out.push_back(p.data_ptr<float>());

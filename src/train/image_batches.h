@@ -5,7 +5,11 @@
 
 #include <torch/script.h>
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "train/idx.h"
@@ -19,6 +23,36 @@ torch::Tensor LabelBatch(const ImageSet& set, const std::vector<int64_t>& order,
 
 // Top-1 accuracy of `model` on all of `set`, in batches of 1,000, without gradients.
 double Evaluate(torch::jit::Module& model, const ImageSet& set);
+
+// BatchLoader: makes the batches of one pass over `order` on its own thread, up to `depth`
+// ahead of the trainer, so that building the next batch overlaps the current step.
+// REQUIRES: `set` outlives the loader. Next() from one thread; the destructor stops and
+// joins the loader thread.
+class BatchLoader {
+ public:
+  BatchLoader(const ImageSet& set, std::vector<int64_t> order, size_t first_batch, int batch_size,
+              int depth = 2);
+  ~BatchLoader();
+  BatchLoader(const BatchLoader&) = delete;
+  BatchLoader& operator=(const BatchLoader&) = delete;
+
+  // The next batch (images, labels); false after the last.
+  bool Next(torch::Tensor* images, torch::Tensor* labels);
+
+ private:
+  void Run(size_t first_batch);
+
+  const ImageSet& set_;
+  const std::vector<int64_t> order_;
+  const size_t batch_size_;
+  const size_t depth_;
+  std::mutex mu_;
+  std::condition_variable changed_;
+  std::deque<std::pair<torch::Tensor, torch::Tensor>> ready_;  // guarded by mu_
+  bool finished_ = false;                                      // guarded by mu_
+  bool stopping_ = false;                                      // guarded by mu_
+  std::thread thread_;
+};
 
 // The parameters' float32 storage, in registration order, for PsClient (and their
 // gradients, zero-filled where a parameter got none).

@@ -49,30 +49,23 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
     std::vector<int64_t> order(train.count);
     std::iota(order.begin(), order.end(), 0);
     LocalTrainingResult result;
-    std::vector<double> recent;  // the last 100 losses
+    StepReporter reporter(o.progress, "trainer", o.log_every_secs, o.log);
     const auto start = std::chrono::steady_clock::now();
     int64_t samples = 0;
     bool done = false;
     for (int epoch = 1; epoch <= o.epochs && !done; ++epoch) {
       std::shuffle(order.begin(), order.end(), rng);
-      for (size_t begin = 0; begin < order.size(); begin += o.batch_size) {
-        const size_t end = std::min(order.size(), begin + static_cast<size_t>(o.batch_size));
-        torch::Tensor logits = model.forward({ImageBatch(train, order, begin, end)}).toTensor();
-        torch::Tensor loss =
-            torch::nn::functional::cross_entropy(logits, LabelBatch(train, order, begin, end));
+      BatchLoader loader(train, order, 0, o.batch_size);
+      torch::Tensor images, labels;
+      while (loader.Next(&images, &labels)) {
+        torch::Tensor logits = model.forward({images}).toTensor();
+        torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
         optimizer->zero_grad();
         loss.backward();
         optimizer->step();
         ++result.steps;
-        samples += static_cast<int64_t>(end - begin);
-        recent.push_back(loss.item<double>());
-        if (recent.size() > 100) recent.erase(recent.begin());
-        if (result.steps % 100 == 0) {
-          log("epoch " + std::to_string(epoch) + " step " + std::to_string(result.steps) +
-              " loss " +
-              std::to_string(std::accumulate(recent.begin(), recent.end(), 0.0) /
-                             static_cast<double>(recent.size())));
-        }
+        samples += images.size(0);
+        reporter.Step(result.steps, images.size(0), loss.item<double>());
         if (o.max_steps > 0 && result.steps >= o.max_steps) {
           done = true;
           break;
@@ -81,10 +74,9 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       result.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
-      result.last_loss = recent.empty() ? 0
-                                        : std::accumulate(recent.begin(), recent.end(), 0.0) /
-                                              static_cast<double>(recent.size());
+      result.last_loss = reporter.mean_loss();
       result.accuracy = Evaluate(model, test);
+      reporter.progress().accuracy = result.accuracy;
       log("epoch " + std::to_string(epoch) + " done: step " + std::to_string(result.steps) +
           " loss " + std::to_string(result.last_loss) + " test accuracy " +
           std::to_string(result.accuracy) + " (" +
@@ -98,7 +90,8 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
                                {"step", result.steps},
                                {"epoch", epoch}};
         ASSIGN_OR_RETURN(result.exported_version,
-                         ExportVersion(model, o.export_base, o.model_name, meta));
+                         ExportVersion(model, o.export_base, o.model_name, meta, o.keep_versions));
+        reporter.progress().exported_version = result.exported_version;
         log("exported " + o.export_base + "/" + o.model_name + "/" +
             std::to_string(result.exported_version));
       }

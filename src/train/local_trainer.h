@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "train/progress.h"
 
 namespace tarn::train {
 
@@ -30,8 +31,12 @@ struct LocalTrainingOptions {
   double momentum = 0.9;
   int threads = 1;  // intra-op threads (at::set_num_threads)
   uint64_t seed = 1;
-  // Progress lines ("epoch 1 step 100 loss 0.52 ..."); may be empty.
+  int keep_versions = 5;  // exported versions kept (0: all)
+  // Event lines ("exported ...") and, every log_every_secs, a JSON progress line; may be
+  // empty. `progress` (optional, not owned) is kept current for the metrics endpoint.
   std::function<void(const std::string&)> log;
+  double log_every_secs = 10;
+  Progress* progress = nullptr;
 };
 
 struct LocalTrainingResult {

@@ -7,11 +7,14 @@
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "train/cluster_spec.h"
 #include "train/distributed.h"
 #include "train/local_trainer.h"
+#include "train/metrics_server.h"
+#include "train/progress.h"
 
 namespace {
 
@@ -67,6 +70,19 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--export_every_secs", d.export_every_secs, "the chief exports this often")
       ->capture_default_str();
+  app.add_option("--checkpoint_dir", d.checkpoint_dir,
+                 "the chief checkpoints here and a restarted cluster resumes from it");
+  app.add_option("--checkpoint_every_secs", d.checkpoint_every_secs)->capture_default_str();
+  app.add_option("--checkpoint_every_steps", d.checkpoint_every_steps, "(0: by time only)")
+      ->check(CLI::NonNegativeNumber);
+  int metrics_port = -1;
+  if (const char* p = std::getenv("TARN_PORT_METRICS"); p != nullptr) metrics_port = std::atoi(p);
+  app.add_option("--metrics_port", metrics_port,
+                 "serve Prometheus GET /metrics here (default: $TARN_PORT_METRICS, else none)");
+  app.add_option("--log_every_secs", o.log_every_secs, "a JSON progress line this often")
+      ->capture_default_str();
+  app.add_option("--keep_versions", o.keep_versions, "exported versions kept (0: all)")
+      ->capture_default_str();
   app.add_option("--lr_decay_steps", decay_steps, "decay the learning rate every N steps")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--lr_decay_rate", decay_rate, "by this factor")->capture_default_str();
@@ -81,6 +97,21 @@ int main(int argc, char** argv) {
     return 2;
   }
   o.log = [](const std::string& line) { std::cout << line << std::endl; };
+  const char* tarn_ip = std::getenv("TARN_IP");
+  const std::string bind = tarn_ip != nullptr && *tarn_ip != '\0' ? tarn_ip : "0.0.0.0";
+  tarn::train::Progress progress;
+  o.progress = &progress;
+  std::unique_ptr<tarn::train::MetricsServer> metrics;
+  const bool is_ps = !cluster->jobs.empty() && cluster->task_type == "ps";
+  if (metrics_port >= 0 && !is_ps) {
+    metrics = std::make_unique<tarn::train::MetricsServer>(
+        bind, metrics_port, [&progress] { return progress.PrometheusText(); });
+    if (tarn::Status s = metrics->Start(); !s.ok()) {
+      std::cerr << "tarn-train: --metrics_port " << metrics_port << ": " << s.message() << "\n";
+      return 1;
+    }
+    std::cout << "metrics on " << bind << ":" << metrics->port() << std::endl;
+  }
   if (!cluster->jobs.empty()) {
     d.training = o;
     d.cluster = *cluster;
@@ -89,7 +120,8 @@ int main(int argc, char** argv) {
     d.optimizer.momentum = o.momentum;
     d.optimizer.decay_steps = decay_steps;
     d.optimizer.decay_rate = decay_rate;
-    if (const char* ip = std::getenv("TARN_IP"); ip != nullptr) d.bind_ip = ip;
+    if (tarn_ip != nullptr) d.bind_ip = tarn_ip;
+    d.metrics_port = metrics_port;
     if (cluster->task_type == "ps") {
       struct sigaction sa {};
       sa.sa_handler = OnStopSignal;

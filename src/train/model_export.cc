@@ -43,7 +43,7 @@ int64_t LatestVersion(const std::string& base, const std::string& model_name) {
 }
 
 StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& base,
-                                const std::string& model_name, nlohmann::json meta) {
+                                const std::string& model_name, nlohmann::json meta, int keep) {
   const std::string model_dir = base + "/" + model_name;
   RETURN_IF_ERROR(MakeDirectories(model_dir, 0755));
   const int64_t version = LatestVersion(base, model_name) + 1;
@@ -75,6 +75,12 @@ StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& b
     return InternalError(final_dir + ": rename: " + std::strerror(err));
   }
   RETURN_IF_ERROR(FsyncPath(model_dir));
+  if (keep > 0) {
+    // Oldest first: a server still loading one of them fails to and keeps what it has.
+    for (int64_t old = version - keep; old >= 1; --old) {
+      std::filesystem::remove_all(model_dir + "/" + std::to_string(old), ec);
+    }
+  }
   return version;
 }
 

@@ -20,8 +20,9 @@ namespace tarn::train {
 int64_t LatestVersion(const std::string& base, const std::string& model_name);
 
 // Saves `module` and `meta` (written as meta.json, with "version" added) as the next
-// version; returns it.
+// version and returns it; then removes all but the newest `keep` versions (keep <= 0: none
+// removed), as TF's exporters keep their last few.
 StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& base,
-                                const std::string& model_name, nlohmann::json meta);
+                                const std::string& model_name, nlohmann::json meta, int keep = 5);
 
 }  // namespace tarn::train

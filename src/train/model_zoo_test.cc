@@ -10,17 +10,21 @@
 #include <torch/torch.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/file.h"
 #include "common/subprocess.h"
 #include "common/temp_dir.h"
+#include "train/checkpoint.h"
 #include "train/flat_optimizer.h"
 #include "train/idx.h"
+#include "train/image_batches.h"
 #include "train/local_trainer.h"
 #include "train/model_export.h"
 
@@ -213,6 +217,12 @@ class Background {
     }
   }
   ~Background() { Stop(); }
+  void Kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
   int Stop() {
     if (pid_ <= 0) return -1;
     ::kill(pid_, SIGTERM);
@@ -293,6 +303,202 @@ TEST_F(TrainTest, ABadClusterIsRefusedWithTheReason) {
   EXPECT_EQ(r->exit_code, 2);
   EXPECT_NE(r->err.find("tarn-train: TF_CONFIG: the cluster has no ps"), std::string::npos)
       << r->err;
+}
+
+// The chief checkpoints; a cluster whose ps lost everything comes back from the newest
+// checkpoint (parameters, optimiser state, step, and the chief's place in its data).
+TEST_F(TrainTest, ARestartedClusterResumesFromTheChiefsCheckpoint) {
+  const std::string ps = "127.0.0.1:" + std::to_string(FreePort());
+  const std::vector<std::string> common = {"--model",
+                                           "mlp",
+                                           "--ps_hosts",
+                                           ps,
+                                           "--worker_hosts",
+                                           "127.0.0.1:1",
+                                           "--train_limit",
+                                           "6400",
+                                           "--threads",
+                                           "1",
+                                           "--checkpoint_dir",
+                                           dir_ + "/ckpt",
+                                           "--checkpoint_every_steps",
+                                           "20",
+                                           "--export_base",
+                                           dir_ + "/models"};
+  auto run = [&](int max_steps, const std::string& log) {
+    std::vector<std::string> ps_args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index", "0"};
+    ps_args.insert(ps_args.end(), common.begin(), common.end());
+    Background server(ps_args, log);
+    std::vector<std::string> args = {TARN_TRAIN_BINARY,        "--job_name", "worker",
+                                     "--task_index",           "0",          "--max_steps",
+                                     std::to_string(max_steps)};
+    args.insert(args.end(), common.begin(), common.end());
+    auto r = RunCommand(args, 300s);
+    EXPECT_EQ(server.Stop(), 0);
+    return r;
+  };
+  auto first = run(50, dir_ + "/ps-1.log");
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->exit_code, 0) << first->out << first->err;
+  EXPECT_NE(first->out.find("checkpoint of step 20 (epoch 1, batch 20)"), std::string::npos)
+      << first->out;
+  auto saved = ReadLatestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  EXPECT_EQ(saved->step, 50);
+  EXPECT_EQ(saved->position, 50);
+  EXPECT_EQ(saved->arrays.size(), 3u);  // parameters and Adam's moments
+
+  auto second = run(80, dir_ + "/ps-2.log");  // a fresh ps: it has nothing
+  ASSERT_TRUE(second.ok());
+  ASSERT_EQ(second->exit_code, 0) << second->out << second->err;
+  EXPECT_NE(second->out.find("restored the parameter servers from the checkpoint of step 50"),
+            std::string::npos)
+      << second->out;
+  EXPECT_EQ(second->out.find("initialised the parameter servers"), std::string::npos);
+  EXPECT_EQ(ReadLatestCheckpoint(dir_ + "/ckpt")->step, 80);
+  EXPECT_EQ(ReadLatestCheckpoint(dir_ + "/ckpt")->position, 80);
+  auto meta =
+      nlohmann::json::parse(ReadFileToString(dir_ + "/models/fmnist/2/meta.json").value_or("{}"));
+  EXPECT_EQ(meta.value("step", 0), 80) << meta.dump();
+  EXPECT_GE(meta.value("accuracy", 0.0), 0.65) << meta.dump();
+
+  // A checkpoint of another model is not silently used.
+  std::vector<std::string> args = {TARN_TRAIN_BINARY, "--job_name", "worker", "--task_index", "0"};
+  args.insert(args.end(), common.begin(), common.end());
+  args[6] = "cnn";  // --model cnn
+  std::vector<std::string> ps_args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index", "0"};
+  ps_args.insert(ps_args.end(), common.begin(), common.end());
+  ps_args[6] = "cnn";
+  Background server(ps_args, dir_ + "/ps-3.log");
+  auto refused = RunCommand(args, 120s);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->exit_code, 1);
+  EXPECT_NE(refused->err.find("is of model mlp with adam, not cnn with adam; use another "
+                              "--checkpoint_dir"),
+            std::string::npos)
+      << refused->err;
+}
+
+TEST_F(TrainTest, TheBatchLoaderYieldsEveryBatchInOrderFromWhereItStarts) {
+  ImageSet set;
+  set.count = 10;
+  set.rows = set.cols = 2;
+  for (int i = 0; i < 10; ++i) {
+    set.labels.push_back(static_cast<uint8_t>(i));
+    for (int p = 0; p < 4; ++p) set.pixels.push_back(static_cast<uint8_t>(25 * i));
+  }
+  std::vector<int64_t> order = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0};
+  BatchLoader loader(set, order, /*first_batch=*/1, /*batch_size=*/3);
+  torch::Tensor images, labels;
+  std::vector<int64_t> seen;
+  while (loader.Next(&images, &labels)) {
+    ASSERT_EQ(images.size(0), labels.size(0));
+    EXPECT_EQ(images.sizes(), (std::vector<int64_t>{labels.size(0), 1, 2, 2}));
+    for (int64_t i = 0; i < labels.size(0); ++i) {
+      seen.push_back(labels[i].item<int64_t>());
+      EXPECT_FLOAT_EQ(images[i][0][1][1].item<float>(), 25.0f * seen.back() / 255.0f);
+    }
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{6, 5, 4, 3, 2, 1, 0}));
+  BatchLoader abandoned(set, order, 0, 1, 1);  // destroyed with batches still to make
+}
+
+// The independent reference: Python's torch.jit.load runs the exported version and scores
+// exactly what tarn-train measured, for both zoo models.
+TEST_F(TrainTest, PythonsTorchJitLoadRunsTheExportedModels) {
+  for (const std::string model : {"mlp", "cnn"}) {
+    LocalTrainingOptions o;
+    o.model = model;
+    o.data_dir = kData;
+    o.export_base = dir_ + "/" + model;
+    o.train_limit = 1280;
+    o.threads = 2;
+    auto r = RunLocalTraining(o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const std::string script = R"(
+import gzip, sys, numpy as np, torch
+def idx(p):
+    d = gzip.open(p).read()
+    n = d[3]
+    dims = [int.from_bytes(d[4 + 4 * i:8 + 4 * i], "big") for i in range(n)]
+    return np.frombuffer(d, np.uint8, offset=4 + 4 * n).reshape(dims)
+m = torch.jit.load(sys.argv[1])
+x = torch.from_numpy(idx(sys.argv[2] + "/t10k-images-idx3-ubyte.gz").copy()).float().div(255).unsqueeze(1)
+y = torch.from_numpy(idx(sys.argv[2] + "/t10k-labels-idx1-ubyte.gz").copy()).long()
+with torch.no_grad():
+    print(int((m(x).argmax(1) == y).sum()))
+)";
+    auto py = RunCommand(
+        {"/usr/bin/python3", "-c", script, o.export_base + "/fmnist/1/model.pt", kData}, 120s);
+    ASSERT_TRUE(py.ok());
+    ASSERT_EQ(py->exit_code, 0) << py->err;
+    EXPECT_EQ(std::stoi(py->out), static_cast<int>(std::lround(r->accuracy * 10000))) << model;
+  }
+}
+
+TEST_F(TrainTest, OnlyTheNewestVersionsAreKept) {
+  auto mlp = MakeZooModel("mlp", 1);
+  ASSERT_TRUE(mlp.ok());
+  for (int i = 1; i <= 4; ++i) {
+    auto v = ExportVersion(*mlp, dir_, "m", {{"step", i}}, /*keep=*/2);
+    ASSERT_TRUE(v.ok());
+    EXPECT_EQ(*v, i);
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/m/1"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/m/2"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/m/3/model.pt"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/m/4/meta.json"));
+}
+
+// kill -9 of the ps mid-run: the chief gives the restarted, empty ps its share of the newest
+// checkpoint, training goes on from that step, and the run ends normally.
+TEST_F(TrainTest, AKilledPsComesBackFromTheCheckpoint) {
+  const std::string ps = "127.0.0.1:" + std::to_string(FreePort());
+  const std::vector<std::string> common = {"--model",
+                                           "cnn",
+                                           "--ps_hosts",
+                                           ps,
+                                           "--worker_hosts",
+                                           "127.0.0.1:1",
+                                           "--threads",
+                                           "1",
+                                           "--checkpoint_dir",
+                                           dir_ + "/ckpt",
+                                           "--checkpoint_every_steps",
+                                           "40",
+                                           "--max_steps",
+                                           "200"};
+  std::vector<std::string> ps_args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index", "0"};
+  ps_args.insert(ps_args.end(), common.begin(), common.end());
+  auto server = std::make_unique<Background>(ps_args, dir_ + "/ps-1.log");
+  std::vector<std::string> args = {TARN_TRAIN_BINARY, "--job_name", "worker", "--task_index", "0"};
+  args.insert(args.end(), common.begin(), common.end());
+  auto worker = std::async(std::launch::async, [args] { return RunCommand(args, 300s); });
+  // Wait for the first checkpoint, then kill the ps the hard way.
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  while (!ReadLatestCheckpoint(dir_ + "/ckpt").ok() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(50ms);
+  }
+  auto first = ReadLatestCheckpoint(dir_ + "/ckpt");
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  server->Kill();
+  server = std::make_unique<Background>(ps_args, dir_ + "/ps-2.log");
+  auto r = worker.get();
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->exit_code, 0) << r->out << r->err;
+  const std::string restored = "gave the restarted parameter server the checkpoint of step ";
+  const size_t at = r->out.find(restored);
+  ASSERT_NE(at, std::string::npos) << r->out;
+  const int64_t from = std::stoll(r->out.substr(at + restored.size()));
+  EXPECT_GE(from, first->step);
+  EXPECT_EQ(from % 40, 0) << "a checkpoint's step";
+  server->Stop();
+  const std::string ps_log = ReadFileToString(dir_ + "/ps-2.log").value_or("");
+  EXPECT_NE(ps_log.find("restored step " + std::to_string(from) + " from worker 0"),
+            std::string::npos)
+      << ps_log;
+  EXPECT_EQ(ReadLatestCheckpoint(dir_ + "/ckpt")->step, 200);
 }
 
 }  // namespace

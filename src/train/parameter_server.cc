@@ -196,6 +196,61 @@ Status ParameterServer::Handle(Worker& w, const FrameHeader& h) {
       iovec parts[2] = {{const_cast<uint64_t*>(&step), 8}, {params_.data(), params_.size() * 4}};
       return w.conn.Send(MessageType::kParams, h.request, parts);
     }
+    case MessageType::kSnapshot: {
+      RETURN_IF_ERROR(w.conn.Skip(h.length));
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!initialized_) {
+          return SendError(w.conn, h.request, "not initialized: nothing to snapshot");
+        }
+      }
+      std::shared_lock<std::shared_mutex> params(params_mu_);
+      const uint64_t head[2] = {static_cast<uint64_t>(optimizer_.steps()),
+                                static_cast<uint64_t>(1 + optimizer_.moment_arrays())};
+      const size_t bytes = params_.size() * 4;
+      std::vector<iovec> parts = {{const_cast<uint64_t*>(head), sizeof head},
+                                  {params_.data(), bytes}};
+      for (int i = 0; i < optimizer_.moment_arrays(); ++i) {
+        parts.push_back({optimizer_.moment(i), bytes});
+      }
+      return w.conn.Send(MessageType::kState, h.request, parts);
+    }
+    case MessageType::kRestore: {
+      const uint64_t arrays = 1 + static_cast<uint64_t>(optimizer_.moment_arrays());
+      const uint64_t bytes = static_cast<uint64_t>(options_.elements) * 4;
+      if (h.length != 16 + arrays * bytes) {
+        RETURN_IF_ERROR(w.conn.Skip(h.length));
+        return SendError(w.conn, h.request,
+                         "restore: " + std::to_string(h.length) + " bytes, expected " +
+                             std::to_string(16 + arrays * bytes) +
+                             " (a different model, ps count or optimizer?)");
+      }
+      uint64_t head[2] = {0, 0};
+      std::vector<std::vector<float>> state(
+          arrays, std::vector<float>(static_cast<size_t>(options_.elements)));
+      std::vector<iovec> parts = {{head, sizeof head}};
+      for (auto& a : state) parts.push_back({a.data(), a.size() * 4});
+      RETURN_IF_ERROR(w.conn.Read(parts));
+      if (head[1] != arrays) return SendError(w.conn, h.request, "restore: wrong array count");
+      int64_t step = 0;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!initialized_) {
+          std::unique_lock<std::shared_mutex> params(params_mu_);
+          params_.swap(state[0]);
+          for (int i = 0; i < optimizer_.moment_arrays(); ++i) {
+            std::copy(state[static_cast<size_t>(i) + 1].begin(),
+                      state[static_cast<size_t>(i) + 1].end(), optimizer_.moment(i));
+          }
+          optimizer_.set_steps(static_cast<int64_t>(head[0]));
+          step_ = static_cast<int64_t>(head[0]);
+          initialized_ = true;
+          Log("restored step " + std::to_string(step_) + " from worker " + std::to_string(w.index));
+        }
+        step = step_;
+      }
+      return SendStep(w.conn, h.request, step);
+    }
     case MessageType::kPush:
       if (h.length != expected) {
         RETURN_IF_ERROR(w.conn.Skip(h.length));

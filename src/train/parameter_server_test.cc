@@ -184,5 +184,64 @@ TEST_F(PsTest, AWorkerReconnectsToARestartedServer) {
   EXPECT_EQ(seen.b[4], 1);
 }
 
+// A snapshot of every server's state, restored into a cluster of a different size, goes on
+// exactly as the original would: parameters and optimiser moments both came back.
+TEST_F(PsTest, SnapshotAndRestoreAcrossADifferentNumberOfServers) {
+  auto start = [&](int n, bool adam) {
+    servers_.clear();
+    addresses_.clear();
+    plan_ = PlanShards({3, 5}, n, 2);
+    for (int i = 0; i < n; ++i) {
+      ParameterServer::Options o;
+      o.host = "127.0.0.1";
+      o.elements = plan_.elements[static_cast<size_t>(i)];
+      o.optimizer.kind = adam ? "adam" : "sgd";
+      o.optimizer.learning_rate = 0.1;
+      auto s = ParameterServer::Create(o);
+      ASSERT_TRUE(s.ok() && (*s)->Start().ok());
+      addresses_.push_back("127.0.0.1:" + std::to_string((*s)->port()));
+      servers_.push_back(std::move(*s));
+    }
+  };
+  start(2, true);
+  auto w = Client(0);
+  Model init{{1, 2, 3}, {4, 5, 6, 7, 8}}, seen{};
+  ASSERT_TRUE(w->Init(init.arrays()).ok());
+  Model g{{1, -1, 0.5}, {2, 0, -2, 1, 1}};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(w->Push(g.arrays()).ok());
+  auto snapshot = w->Snapshot();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status().ToString();
+  EXPECT_EQ(snapshot->step, 3);
+  ASSERT_EQ(snapshot->arrays.size(), 3u);  // parameters, Adam's two moments
+  ASSERT_EQ(snapshot->arrays[0].size(), 8u);
+  ASSERT_TRUE(w->Push(g.arrays()).ok());  // the original goes one step further
+  Model original{};
+  ASSERT_TRUE(w->Pull(original.arrays()).ok());
+  w.reset();
+
+  start(3, true);
+  auto r = Client(0);
+  ASSERT_FALSE(r->initialized());
+  ASSERT_TRUE(r->Restore(*snapshot).ok());
+  ASSERT_EQ(*r->Pull(seen.arrays()), 3);
+  EXPECT_EQ(std::vector<float>(seen.a, seen.a + 3),
+            std::vector<float>(snapshot->arrays[0].begin(), snapshot->arrays[0].begin() + 3));
+  ASSERT_TRUE(r->Push(g.arrays()).ok());
+  ASSERT_TRUE(r->Pull(seen.arrays()).ok());
+  for (int i = 0; i < 3; ++i) EXPECT_FLOAT_EQ(seen.a[i], original.a[i]) << i;
+  for (int i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(seen.b[i], original.b[i]) << i;
+
+  // A state of another shape is refused by the client, and by an SGD server.
+  PsClient::ModelState wrong = *snapshot;
+  wrong.arrays[1].pop_back();
+  EXPECT_FALSE(r->Restore(wrong).ok());
+  start(1, false);
+  auto sgd = Client(0);
+  Status refused = sgd->Restore(*snapshot);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("a different model, ps count or optimizer?"), std::string::npos)
+      << refused.message();
+}
+
 }  // namespace
 }  // namespace tarn::train

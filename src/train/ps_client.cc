@@ -66,6 +66,16 @@ StatusOr<std::unique_ptr<PsClient>> PsClient::Connect(Options options) {
     }
     client->servers_.push_back(std::move(s));
   }
+  // Each parameter's size is where its last slice ends.
+  std::vector<int64_t> sizes;
+  for (const auto& list : client->options_.plan.slices) {
+    for (const ParamSlice& slice : list) {
+      if (sizes.size() <= static_cast<size_t>(slice.param)) sizes.resize(slice.param + 1, 0);
+      sizes[slice.param] = std::max(sizes[slice.param], slice.offset + slice.count);
+    }
+  }
+  client->param_offsets_.push_back(0);
+  for (int64_t size : sizes) client->param_offsets_.push_back(client->param_offsets_.back() + size);
   for (size_t i = 0; i < client->servers_.size(); ++i) {
     RETURN_IF_ERROR(client->WithRetry(i, [](Server&) { return OkStatus(); }));
   }
@@ -136,8 +146,69 @@ std::vector<iovec> PsClient::Parts(size_t server, const std::vector<float*>& arr
   return parts;
 }
 
+std::vector<float*> PsClient::ParamPointers(const std::vector<float>& flat) const {
+  std::vector<float*> out;
+  for (size_t i = 0; i + 1 < param_offsets_.size(); ++i) {
+    out.push_back(const_cast<float*>(flat.data()) + param_offsets_[i]);
+  }
+  return out;
+}
+
+StatusOr<PsClient::ModelState> PsClient::Snapshot() {
+  ModelState state;
+  const size_t total = static_cast<size_t>(param_offsets_.back());
+  for (size_t i = 0; i < servers_.size(); ++i) {
+    RETURN_IF_ERROR(WithRetry(i, [&](Server& s) -> Status {
+      RETURN_IF_ERROR(s.conn->Send(MessageType::kSnapshot, next_request_, std::string_view()));
+      ASSIGN_OR_RETURN(FrameHeader h, ReadReply(*s.conn, MessageType::kState, s.host));
+      uint64_t head[2] = {0, 0};
+      RETURN_IF_ERROR(s.conn->Read(head, sizeof head));
+      const uint64_t bytes = static_cast<uint64_t>(options_.plan.elements[i]) * 4;
+      if (head[1] < 1 || head[1] > 3 || h.length != 16 + head[1] * bytes ||
+          (!state.arrays.empty() && state.arrays.size() != head[1])) {
+        return InvalidArgumentError(s.host + ": a state of unexpected shape");
+      }
+      if (state.arrays.empty()) {
+        state.arrays.assign(head[1], std::vector<float>(total));
+        state.step = static_cast<int64_t>(head[0]);
+      }
+      std::vector<iovec> parts;
+      for (const auto& array : state.arrays) {
+        for (const iovec& p : Parts(i, ParamPointers(array))) parts.push_back(p);
+      }
+      return s.conn->Read(parts);
+    }));
+  }
+  ++next_request_;
+  return state;
+}
+
+Status PsClient::Restore(const ModelState& state) {
+  for (const auto& array : state.arrays) {
+    if (array.size() != static_cast<size_t>(param_offsets_.back())) {
+      return InvalidArgumentError("restore: the state holds " + std::to_string(array.size()) +
+                                  " elements per array, the model " +
+                                  std::to_string(param_offsets_.back()));
+    }
+  }
+  RETURN_IF_ERROR(ForEachServer([&](size_t i) {
+    return WithRetry(i, [&](Server& s) -> Status {
+      const uint64_t head[2] = {static_cast<uint64_t>(state.step), state.arrays.size()};
+      std::vector<iovec> parts = {{const_cast<uint64_t*>(head), sizeof head}};
+      for (const auto& array : state.arrays) {
+        for (const iovec& p : Parts(i, ParamPointers(array))) parts.push_back(p);
+      }
+      RETURN_IF_ERROR(s.conn->Send(MessageType::kRestore, next_request_, parts));
+      ASSIGN_OR_RETURN(s.step, ReadStep(*s.conn, s.host));
+      return OkStatus();
+    });
+  }));
+  initialized_ = true;
+  return OkStatus();
+}
+
 Status PsClient::Init(const std::vector<float*>& params) {
-  return ForEachServer([&](size_t i) {
+  RETURN_IF_ERROR(ForEachServer([&](size_t i) {
     return WithRetry(i, [&](Server& s) -> Status {
       const uint64_t zero = 0;
       std::vector<iovec> parts = {{const_cast<uint64_t*>(&zero), 8}};
@@ -146,7 +217,9 @@ Status PsClient::Init(const std::vector<float*>& params) {
       ASSIGN_OR_RETURN(s.step, ReadStep(*s.conn, s.host));
       return OkStatus();
     });
-  });
+  }));
+  initialized_ = true;
+  return OkStatus();
 }
 
 StatusOr<int64_t> PsClient::Pull(const std::vector<float*>& params) {

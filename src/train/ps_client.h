@@ -55,6 +55,18 @@ class PsClient {
   StatusOr<int64_t> Pull(const std::vector<float*>& params);
   StatusOr<int64_t> Push(const std::vector<float*>& gradients);
 
+  // The whole model's training state, assembled from every server: arrays[0] holds the
+  // parameters, arrays[1..] the optimiser's moments, each flattened in model order (the
+  // parameters one after another, as NamedParameters lists them). The step is server 0's.
+  struct ModelState {
+    int64_t step = 0;
+    std::vector<std::vector<float>> arrays;
+  };
+  StatusOr<ModelState> Snapshot();
+  // Gives every server its share of `state` (a server that already has parameters keeps
+  // them). The plan may differ from the one the state was saved under: it is model order.
+  Status Restore(const ModelState& state);
+
  private:
   struct Server {
     std::string host;
@@ -73,10 +85,13 @@ class PsClient {
   // Runs `op` for every server, in parallel; the first error.
   Status ForEachServer(const std::function<Status(size_t)>& op);
   std::vector<iovec> Parts(size_t server, const std::vector<float*>& arrays) const;
+  // Pointers to each parameter's first element inside a model-order flat array.
+  std::vector<float*> ParamPointers(const std::vector<float>& flat) const;
   void Log(const std::string& line) const;
 
   Options options_;
   std::vector<Server> servers_;
+  std::vector<int64_t> param_offsets_;  // each parameter's start in model order; then the total
   bool initialized_ = true;
   bool sync_ = false;
   uint64_t next_request_ = 1;

@@ -10,7 +10,13 @@
 //   kInit      u64 0, floats              kAck u64 step   (ignored when already initialised)
 //   kPull      (empty)                    kParams u64 step, floats; or kError
 //   kPush      u64 step, floats           kAck u64 step   (sync: once that step is applied)
+//   kSnapshot  (empty)                    kState u64 step, u64 arrays, floats x arrays
+//   kRestore   u64 step, u64 arrays,      kAck u64 step   (ignored when already initialised)
+//              floats x arrays
 //                                         kError {"error": "..."} for anything refused
+//
+// A state is the parameters, then the optimiser's moment arrays (1 for SGD's momentum, 2 for
+// Adam's); a checkpoint is made of the states of every server.
 //
 // Why not gRPC: DESIGN.md records gRPC 1.51's synchronous unary calls at 35-55% of raw TCP
 // on this machine for 4 MiB messages (each message is copied into and out of its byte
@@ -42,6 +48,9 @@ enum class MessageType : uint16_t {
   kPush = 6,
   kAck = 7,
   kError = 8,
+  kSnapshot = 9,
+  kState = 10,
+  kRestore = 11,
 };
 
 struct FrameHeader {

@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""bench/run train: tarn-train against PyTorch (Debian's python3-torch) on the same CNN,
+data, batch size, optimiser and thread count, in the same run.
+
+  samples/s: training steps only (no evaluation, no data loading for the peer: its batches
+             are made from tensors already in memory), median of 3 runs of --steps steps.
+  time to 90%: wall time from the start of training until the test accuracy, measured after
+             each epoch, first reaches 0.90 (both evaluate after every epoch; evaluation time
+             counts, as a user waiting for the model sees it).
+
+Prints one flat JSON object. Usage: train_bench.py TARN_TRAIN [--threads N] [--steps N]
+[--epochs N]
+"""
+import argparse, gzip, json, os, re, statistics, subprocess, sys, time
+
+DATA = "/usr/share/datasets/fashion-mnist"
+
+PEER = r'''
+import gzip, json, sys, time
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+threads, steps, epochs, mode = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+torch.set_num_threads(threads)
+torch.manual_seed(1)
+
+def idx(path):
+    with gzip.open(path) as f:
+        data = f.read()
+    rank = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+d = "/usr/share/datasets/fashion-mnist"
+x = torch.from_numpy(idx(d + "/train-images-idx3-ubyte.gz").copy()).float().div(255).unsqueeze(1)
+y = torch.from_numpy(idx(d + "/train-labels-idx1-ubyte.gz").copy()).long()
+tx = torch.from_numpy(idx(d + "/t10k-images-idx3-ubyte.gz").copy()).float().div(255).unsqueeze(1)
+ty = torch.from_numpy(idx(d + "/t10k-labels-idx1-ubyte.gz").copy()).long()
+
+class Cnn(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 32, 3)
+        self.conv2 = torch.nn.Conv2d(32, 64, 3)
+        self.fc1 = torch.nn.Linear(1600, 128)
+        self.fc2 = torch.nn.Linear(128, 10)
+    def forward(self, x):
+        x = (x - 0.2860) / 0.3530
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+
+model = Cnn()
+opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+def step(bx, by):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(bx), by)
+    loss.backward()
+    opt.step()
+
+if mode == "speed":
+    perm = torch.randperm(len(x))
+    for i in range(10):  # warm-up
+        b = perm[i * 64:(i + 1) * 64]
+        step(x[b], y[b])
+    start = time.perf_counter()
+    for i in range(steps):
+        b = perm[(i * 64) % 59904:(i * 64) % 59904 + 64]
+        step(x[b], y[b])
+    print(json.dumps({"samples_per_s": steps * 64 / (time.perf_counter() - start)}))
+else:
+    start = time.perf_counter()
+    reached = None
+    for epoch in range(1, epochs + 1):
+        model.train()
+        perm = torch.randperm(len(x))
+        for i in range(0, len(x), 64):
+            b = perm[i:i + 64]
+            step(x[b], y[b])
+        model.eval()
+        with torch.no_grad():
+            acc = sum((model(tx[i:i + 1000]).argmax(1) == ty[i:i + 1000]).sum().item()
+                      for i in range(0, len(tx), 1000)) / len(tx)
+        elapsed = time.perf_counter() - start
+        print(json.dumps({"epoch": epoch, "accuracy": acc, "seconds": elapsed}), flush=True)
+        if acc >= 0.90 and reached is None:
+            reached = elapsed
+            break
+    print(json.dumps({"time_to_90": reached}))
+'''
+
+
+def tarn_speed(binary, threads, steps):
+    out = subprocess.run([binary, "--model", "cnn", "--threads", str(threads), "--max_steps",
+                          str(steps), "--train_limit", str(steps * 64)],
+                         env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+                         capture_output=True, text=True, check=True).stdout
+    m = re.search(r"\((\d+) samples/s\)", out)
+    return float(m.group(1))
+
+
+def tarn_time_to_90(binary, threads, epochs):
+    start = time.perf_counter()
+    proc = subprocess.Popen([binary, "--model", "cnn", "--threads", str(threads), "--epochs",
+                             str(epochs)], env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+                            stdout=subprocess.PIPE, text=True)
+    reached, curve = None, []
+    for line in proc.stdout:
+        m = re.search(r"epoch (\d+) done: .* test accuracy ([0-9.]+)", line)
+        if m:
+            elapsed = time.perf_counter() - start
+            curve.append([int(m.group(1)), float(m.group(2)), round(elapsed, 1)])
+            if float(m.group(2)) >= 0.90 and reached is None:
+                reached = elapsed
+                proc.kill()
+                break
+    proc.wait()
+    return reached, curve
+
+
+def peer(threads, steps, epochs, mode):
+    out = subprocess.run(["/usr/bin/python3", "-c", PEER, str(threads), str(steps), str(epochs),
+                          mode], env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+                         capture_output=True, text=True, check=True).stdout
+    lines = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
+    return lines
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("tarn_train")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--epochs", type=int, default=5)
+    a = ap.parse_args()
+    tarn_runs, peer_runs = [], []
+    for _ in range(3):
+        tarn_runs.append(tarn_speed(a.tarn_train, a.threads, a.steps))
+        peer_runs.append(peer(a.threads, a.steps, 0, "speed")[-1]["samples_per_s"])
+    tarn90, tarn_curve = tarn_time_to_90(a.tarn_train, a.threads, a.epochs)
+    peer_lines = peer(a.threads, 0, a.epochs, "accuracy")
+    peer90 = peer_lines[-1]["time_to_90"]
+    peer_curve = [[l["epoch"], round(l["accuracy"], 4), round(l["seconds"], 1)]
+                  for l in peer_lines if "epoch" in l]
+    t, p = statistics.median(tarn_runs), statistics.median(peer_runs)
+    print(json.dumps({
+        "model": "cnn (225,034 parameters), batch 64, Adam 1e-3",
+        "threads": a.threads,
+        "tarn_samples_per_s": round(t, 1),
+        "tarn_samples_per_s_runs": tarn_runs,
+        "python_torch_samples_per_s": round(p, 1),
+        "python_torch_samples_per_s_runs": [round(x, 1) for x in peer_runs],
+        "ratio_samples_per_s": round(t / p, 3),
+        "tarn_time_to_90_s": None if tarn90 is None else round(tarn90, 1),
+        "python_torch_time_to_90_s": None if peer90 is None else round(peer90, 1),
+        "tarn_accuracy_curve_epoch_acc_s": tarn_curve,
+        "python_torch_accuracy_curve_epoch_acc_s": peer_curve,
+        "python_torch_version": subprocess.run(
+            ["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"],
+            capture_output=True, text=True).stdout.strip(),
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()
