@@ -86,7 +86,12 @@ int main(int argc, char** argv) {
   app.add_option("--lr_decay_steps", decay_steps, "decay the learning rate every N steps")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--lr_decay_rate", decay_rate, "by this factor")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints the help, or the error and how to get help
+    return code == 0 ? 0 : 2;
+  }
 
   const char* tf_config = std::getenv("TF_CONFIG");
   auto cluster = job_name.empty() && ps_hosts.empty()

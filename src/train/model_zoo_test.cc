@@ -303,6 +303,10 @@ TEST_F(TrainTest, ABadClusterIsRefusedWithTheReason) {
   EXPECT_EQ(r->exit_code, 2);
   EXPECT_NE(r->err.find("tarn-train: TF_CONFIG: the cluster has no ps"), std::string::npos)
       << r->err;
+  r = RunCommand({TARN_TRAIN_BINARY, "--optimizer", "lamb"}, 60s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->exit_code, 2);
+  EXPECT_NE(r->err.find("--optimizer"), std::string::npos) << r->err;
 }
 
 // The chief checkpoints; a cluster whose ps lost everything comes back from the newest
