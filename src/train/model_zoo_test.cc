@@ -16,6 +16,7 @@
 #include <fstream>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <thread>
 
 #include "common/file.h"
@@ -27,6 +28,8 @@
 #include "train/image_batches.h"
 #include "train/local_trainer.h"
 #include "train/model_export.h"
+#include "train/parameter_server.h"
+#include "train/ps_client.h"
 
 namespace tarn::train {
 namespace {
@@ -238,13 +241,16 @@ class Background {
 
 // Two parameter servers and two workers as separate processes over loopback: the model
 // trains, the chief (worker 0) exports, and the exported version scores what it says.
-void TrainACluster(const std::string& dir, bool sync) {
+// Returns the exported version's directory ("" on failure).
+std::string TrainACluster(const std::string& dir, bool sync, const std::string& model = "mlp",
+                          int64_t train_limit = 12000, double min_accuracy = 0.72) {
   const std::string ps_hosts =
       "127.0.0.1:" + std::to_string(FreePort()) + ",127.0.0.1:" + std::to_string(FreePort());
   const std::string worker_hosts = "127.0.0.1:1,127.0.0.1:2";  // workers listen on nothing
   std::vector<std::string> common = {
-      "--model",       "mlp",   "--ps_hosts", ps_hosts, "--worker_hosts", worker_hosts,
-      "--train_limit", "12000", "--threads",  "1",      "--export_base",  dir + "/models"};
+      "--model",        model,        "--ps_hosts",    ps_hosts,
+      "--worker_hosts", worker_hosts, "--train_limit", std::to_string(train_limit),
+      "--threads",      "1",          "--export_base", dir + "/models"};
   if (sync) common.push_back("--sync_replicas");
   std::vector<std::unique_ptr<Background>> servers;
   for (int i = 0; i < 2; ++i) {
@@ -264,7 +270,8 @@ void TrainACluster(const std::string& dir, bool sync) {
   std::string chief_out;
   for (int i = 0; i < 2; ++i) {
     auto r = workers[static_cast<size_t>(i)].get();
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return "";
     EXPECT_EQ(r->exit_code, 0) << "worker " << i << ":\n" << r->out << r->err;
     if (i == 0) chief_out = r->out;
   }
@@ -273,25 +280,63 @@ void TrainACluster(const std::string& dir, bool sync) {
       << chief_out;
   EXPECT_NE(chief_out.find(sync ? "synchronous" : "asynchronous"), std::string::npos);
   const int64_t version = LatestVersion(dir + "/models", "fmnist");
-  ASSERT_GE(version, 1) << chief_out;
+  EXPECT_GE(version, 1) << chief_out;
+  if (version < 1) return "";
   auto meta = nlohmann::json::parse(
       ReadFileToString(dir + "/models/fmnist/" + std::to_string(version) + "/meta.json")
           .value_or("{}"));
-  // 12,000 images split between two workers, one epoch: 94 batches each. Async: every push
-  // is a step, and the chief exports after its own 94, with some of the other's in too.
-  // Sync: a step averages one push of each, 94 in all.
+  // N images split between two workers, one epoch: N/128 batches each. Async: every push is
+  // a step, and the chief exports after its own, with some of the other's in too. Sync: a
+  // step averages one push of each.
+  const int64_t batches = (train_limit / 2 + 63) / 64;
   if (sync) {
-    EXPECT_GE(meta.value("step", 0), 90) << meta.dump();
+    EXPECT_GE(meta.value("step", 0), batches - 4) << meta.dump();
   } else {
-    EXPECT_GT(meta.value("step", 0), 94) << meta.dump();
+    EXPECT_GT(meta.value("step", 0), batches) << meta.dump();
   }
-  EXPECT_GE(meta.value("accuracy", 0.0), 0.72) << meta.dump() << chief_out;
+  EXPECT_GE(meta.value("accuracy", 0.0), min_accuracy) << meta.dump() << chief_out;
   const std::string ps_log = ReadFileToString(dir + "/ps-0.log").value_or("");
   EXPECT_NE(ps_log.find("worker 1 joined"), std::string::npos) << ps_log;
+  return dir + "/models/fmnist/" + std::to_string(version);
+}
+
+// Test-set accuracy of a TorchScript file by Python's torch.jit.load: the independent
+// reference. -1 when Python fails.
+double PythonAccuracy(const std::string& model_pt) {
+  const std::string script = R"(
+import gzip, sys, numpy as np, torch
+def idx(p):
+    d = gzip.open(p).read()
+    n = d[3]
+    dims = [int.from_bytes(d[4 + 4 * i:8 + 4 * i], "big") for i in range(n)]
+    return np.frombuffer(d, np.uint8, offset=4 + 4 * n).reshape(dims)
+m = torch.jit.load(sys.argv[1])
+x = torch.from_numpy(idx(sys.argv[2] + "/t10k-images-idx3-ubyte.gz").copy()).float().div(255).unsqueeze(1)
+y = torch.from_numpy(idx(sys.argv[2] + "/t10k-labels-idx1-ubyte.gz").copy()).long()
+with torch.no_grad():
+    print(int((m(x).argmax(1) == y).sum()))
+)";
+  auto py = RunCommand({"/usr/bin/python3", "-c", script, model_pt, kData}, 120s);
+  EXPECT_TRUE(py.ok());
+  if (!py.ok()) return -1;
+  EXPECT_EQ(py->exit_code, 0) << py->err;
+  if (py->exit_code != 0) return -1;
+  return std::stoi(py->out) / 10000.0;
 }
 
 TEST_F(TrainTest, AnAsynchronousClusterOfProcessesTrains) { TrainACluster(dir_, false); }
 TEST_F(TrainTest, ASynchronousClusterOfProcessesTrains) { TrainACluster(dir_, true); }
+
+// The issue's bar, CI-sized: 2 ps + 2 workers, the CNN, one epoch of the whole training set,
+// at least 0.85 on the test set as Python's torch.jit.load measures the exported version.
+TEST_F(TrainTest, TwoPsAndTwoWorkersTrainTheCnnToEightyFivePercent) {
+  const std::string version = TrainACluster(dir_, false, "cnn", 60000, 0.85);
+  ASSERT_FALSE(version.empty());
+  const double python = PythonAccuracy(version + "/model.pt");
+  const auto meta = nlohmann::json::parse(ReadFileToString(version + "/meta.json").value_or("{}"));
+  EXPECT_GE(python, 0.85);
+  EXPECT_NEAR(python, meta.value("accuracy", 0.0), 1e-9);
+}
 
 TEST_F(TrainTest, ABadClusterIsRefusedWithTheReason) {
   auto r = RunCommand({"/usr/bin/env",
@@ -419,24 +464,7 @@ TEST_F(TrainTest, PythonsTorchJitLoadRunsTheExportedModels) {
     o.threads = 2;
     auto r = RunLocalTraining(o);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
-    const std::string script = R"(
-import gzip, sys, numpy as np, torch
-def idx(p):
-    d = gzip.open(p).read()
-    n = d[3]
-    dims = [int.from_bytes(d[4 + 4 * i:8 + 4 * i], "big") for i in range(n)]
-    return np.frombuffer(d, np.uint8, offset=4 + 4 * n).reshape(dims)
-m = torch.jit.load(sys.argv[1])
-x = torch.from_numpy(idx(sys.argv[2] + "/t10k-images-idx3-ubyte.gz").copy()).float().div(255).unsqueeze(1)
-y = torch.from_numpy(idx(sys.argv[2] + "/t10k-labels-idx1-ubyte.gz").copy()).long()
-with torch.no_grad():
-    print(int((m(x).argmax(1) == y).sum()))
-)";
-    auto py = RunCommand(
-        {"/usr/bin/python3", "-c", script, o.export_base + "/fmnist/1/model.pt", kData}, 120s);
-    ASSERT_TRUE(py.ok());
-    ASSERT_EQ(py->exit_code, 0) << py->err;
-    EXPECT_EQ(std::stoi(py->out), static_cast<int>(std::lround(r->accuracy * 10000))) << model;
+    EXPECT_NEAR(PythonAccuracy(o.export_base + "/fmnist/1/model.pt"), r->accuracy, 1e-9) << model;
   }
 }
 
@@ -503,6 +531,100 @@ TEST_F(TrainTest, AKilledPsComesBackFromTheCheckpoint) {
             std::string::npos)
       << ps_log;
   EXPECT_EQ(ReadLatestCheckpoint(dir_ + "/ckpt")->step, 200);
+}
+
+// One synchronous step of two workers, each on half a batch, is one single-process step on
+// the whole batch: the ps averages the two mean gradients, which is the mean over both
+// halves, and applies the same update.
+TEST_F(TrainTest, ASyncStepOfTwoWorkersEqualsOneStepOnTheCombinedBatch) {
+  auto test = ReadImageSet(kData, "t10k");
+  ASSERT_TRUE(test.ok());
+  std::vector<int64_t> all(64);
+  std::iota(all.begin(), all.end(), 0);
+  const std::vector<int64_t> half0(all.begin(), all.begin() + 32),
+      half1(all.begin() + 32, all.end());
+  auto gradients = [&](torch::jit::Module& m, const std::vector<int64_t>& rows) {
+    for (auto& [name, p] : NamedParameters(m)) {
+      if (p.mutable_grad().defined()) p.mutable_grad().zero_();
+    }
+    torch::Tensor loss = torch::nn::functional::cross_entropy(
+        m.forward({ImageBatch(*test, rows, 0, rows.size())}).toTensor(),
+        LabelBatch(*test, rows, 0, rows.size()));
+    loss.backward();
+    return GradientData(m);
+  };
+  // SGD with momentum: Adam's first step, g / (|g| + eps), turns the last bits of a
+  // near-zero gradient into a whole learning rate, so it cannot show equality to 1e-5.
+  OptimizerOptions sgd;
+  sgd.kind = "sgd";
+  sgd.learning_rate = 0.1;
+
+  // The reference: one process, the whole batch, the same optimiser on the flat parameters.
+  auto reference = MakeZooModel("cnn", 11);
+  ASSERT_TRUE(reference.ok());
+  const std::vector<int64_t> sizes = [&] {
+    std::vector<int64_t> v;
+    for (auto& [name, p] : NamedParameters(*reference)) v.push_back(p.numel());
+    return v;
+  }();
+  std::vector<float> flat_params, flat_grads;
+  {
+    std::vector<float*> g = gradients(*reference, all);
+    std::vector<float*> p = ParameterData(*reference);
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      flat_params.insert(flat_params.end(), p[i], p[i] + sizes[i]);
+      flat_grads.insert(flat_grads.end(), g[i], g[i] + sizes[i]);
+    }
+  }
+  auto opt = FlatOptimizer::Create(sgd, flat_params.size());
+  ASSERT_TRUE(opt.ok());
+  opt->Apply(flat_params.data(), flat_grads.data());
+
+  // The cluster: 2 synchronous servers, 2 workers with a model each (same seed).
+  const ShardPlan plan = PlanShards(sizes, 2);
+  std::vector<std::unique_ptr<ParameterServer>> servers;
+  std::vector<std::string> addresses;
+  for (int i = 0; i < 2; ++i) {
+    ParameterServer::Options o;
+    o.host = "127.0.0.1";
+    o.elements = plan.elements[static_cast<size_t>(i)];
+    o.optimizer = sgd;
+    o.sync = true;
+    auto s = ParameterServer::Create(o);
+    ASSERT_TRUE(s.ok() && (*s)->Start().ok());
+    addresses.push_back("127.0.0.1:" + std::to_string((*s)->port()));
+    servers.push_back(std::move(*s));
+  }
+  std::vector<torch::jit::Module> models;
+  std::vector<std::unique_ptr<PsClient>> clients;
+  for (int w = 0; w < 2; ++w) {
+    models.push_back(*MakeZooModel("cnn", 11));
+    PsClient::Options co;
+    co.servers = addresses;
+    co.worker = w;
+    co.plan = plan;
+    auto c = PsClient::Connect(co);
+    ASSERT_TRUE(c.ok());
+    clients.push_back(std::move(*c));
+  }
+  ASSERT_TRUE(clients[0]->Init(ParameterData(models[0])).ok());
+  std::vector<std::future<StatusOr<int64_t>>> pushes;
+  for (int w = 0; w < 2; ++w) {
+    ASSERT_TRUE(clients[w]->Pull(ParameterData(models[w])).ok());
+    std::vector<float*> g = gradients(models[w], w == 0 ? half0 : half1);
+    pushes.push_back(std::async(std::launch::async, [&, w, g] { return clients[w]->Push(g); }));
+  }
+  for (auto& p : pushes) ASSERT_EQ(*p.get(), 1);
+  ASSERT_TRUE(clients[0]->Pull(ParameterData(models[0])).ok());
+  std::vector<float*> got = ParameterData(models[0]);
+  size_t at = 0;
+  float worst = 0;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    for (int64_t k = 0; k < sizes[i]; ++k, ++at) {
+      worst = std::max(worst, std::abs(got[i][k] - flat_params[at]));
+    }
+  }
+  EXPECT_LT(worst, 1e-5f);
 }
 
 }  // namespace
