@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """bench/run train: tarn-train against PyTorch (Debian's python3-torch) on the same CNN,
-data, batch size, optimiser and thread count, in the same run.
+data, batch size (64), optimiser (Adam 1e-3) and cores, in the same run.
 
-  samples/s: training steps only (no evaluation, no data loading for the peer: its batches
-             are made from tensors already in memory), median of 3 runs of --steps steps.
-  time to 90%: wall time from the start of training until the test accuracy, measured after
-             each epoch, first reaches 0.90 (both evaluate after every epoch; evaluation time
-             counts, as a user waiting for the model sees it).
+  samples/s: training steps only (no evaluation; the peer's batches are sliced from tensors
+             already in memory), median of 3 runs of --steps steps, for tarn alone in one
+             process, 1 ps + 1 worker, 1 ps + 2 workers (their sum), and the peer.
+  time to 90%: wall time from the start until the test accuracy, measured after each epoch,
+             first reaches 0.90, for tarn's 1 ps + 1 worker and the peer (both evaluate
+             after every epoch; evaluation counts, as a user waiting for the model sees it).
 
 Prints one flat JSON object. Usage: train_bench.py TARN_TRAIN [--threads N] [--steps N]
 [--epochs N]
@@ -101,22 +102,61 @@ def tarn_speed(binary, threads, steps):
     return float(m.group(1))
 
 
-def tarn_time_to_90(binary, threads, epochs):
+def free_port():
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def tarn_cluster(binary, workers, threads, extra):
+    """Runs 1 ps + `workers` workers; returns (each worker's stdout, start time)."""
+    ps = "127.0.0.1:%d" % free_port()
+    hosts = ",".join("127.0.0.1:%d" % (i + 1) for i in range(workers))
+    common = ["--model", "cnn", "--ps_hosts", ps, "--worker_hosts", hosts] + extra
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    server = subprocess.Popen([binary, "--job_name", "ps", "--task_index", "0"] + common,
+                              env=env, stdout=subprocess.DEVNULL)
     start = time.perf_counter()
-    proc = subprocess.Popen([binary, "--model", "cnn", "--threads", str(threads), "--epochs",
-                             str(epochs)], env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
-                            stdout=subprocess.PIPE, text=True)
+    procs = [subprocess.Popen([binary, "--job_name", "worker", "--task_index", str(i),
+                               "--threads", str(threads)] + common,
+                              env=env, stdout=subprocess.PIPE, text=True)
+             for i in range(workers)]
+    return server, procs, start
+
+
+def tarn_cluster_speed(binary, workers, threads, steps):
+    server, procs, _ = tarn_cluster(binary, workers, threads,
+                                    ["--max_steps", str(steps), "--train_limit", str(steps * 64),
+                                     "--export_every_secs", "0"])
+    total = 0.0
+    for p in procs:
+        out, _ = p.communicate()
+        m = re.search(r"done: .* (\d+) samples/s", out)
+        total += float(m.group(1))
+    server.terminate()
+    server.wait()
+    return total
+
+
+def tarn_cluster_time_to_90(binary, threads, epochs):
+    server, procs, start = tarn_cluster(binary, 1, threads,
+                                        ["--epochs", str(epochs), "--export_every_secs", "0"])
     reached, curve = None, []
-    for line in proc.stdout:
-        m = re.search(r"epoch (\d+) done: .* test accuracy ([0-9.]+)", line)
+    for line in procs[0].stdout:
+        m = re.search(r"step (\d+): test accuracy ([0-9.]+)", line)
         if m:
             elapsed = time.perf_counter() - start
             curve.append([int(m.group(1)), float(m.group(2)), round(elapsed, 1)])
-            if float(m.group(2)) >= 0.90 and reached is None:
+            if float(m.group(2)) >= 0.90:
                 reached = elapsed
-                proc.kill()
                 break
-    proc.wait()
+    procs[0].kill()
+    procs[0].wait()
+    server.terminate()
+    server.wait()
     return reached, curve
 
 
@@ -135,27 +175,34 @@ def main():
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--epochs", type=int, default=5)
     a = ap.parse_args()
-    tarn_runs, peer_runs = [], []
+    runs = {"alone": [], "ps1_worker1": [], "ps1_workers2": [], "python": []}
     for _ in range(3):
-        tarn_runs.append(tarn_speed(a.tarn_train, a.threads, a.steps))
-        peer_runs.append(peer(a.threads, a.steps, 0, "speed")[-1]["samples_per_s"])
-    tarn90, tarn_curve = tarn_time_to_90(a.tarn_train, a.threads, a.epochs)
+        runs["alone"].append(tarn_speed(a.tarn_train, a.threads, a.steps))
+        runs["ps1_worker1"].append(tarn_cluster_speed(a.tarn_train, 1, a.threads, a.steps))
+        runs["ps1_workers2"].append(
+            tarn_cluster_speed(a.tarn_train, 2, max(1, a.threads // 2), 2 * a.steps))
+        runs["python"].append(peer(a.threads, a.steps, 0, "speed")[-1]["samples_per_s"])
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    tarn90, tarn_curve = tarn_cluster_time_to_90(a.tarn_train, a.threads, a.epochs)
     peer_lines = peer(a.threads, 0, a.epochs, "accuracy")
     peer90 = peer_lines[-1]["time_to_90"]
     peer_curve = [[l["epoch"], round(l["accuracy"], 4), round(l["seconds"], 1)]
                   for l in peer_lines if "epoch" in l]
-    t, p = statistics.median(tarn_runs), statistics.median(peer_runs)
     print(json.dumps({
         "model": "cnn (225,034 parameters), batch 64, Adam 1e-3",
         "threads": a.threads,
-        "tarn_samples_per_s": round(t, 1),
-        "tarn_samples_per_s_runs": tarn_runs,
-        "python_torch_samples_per_s": round(p, 1),
-        "python_torch_samples_per_s_runs": [round(x, 1) for x in peer_runs],
-        "ratio_samples_per_s": round(t / p, 3),
-        "tarn_time_to_90_s": None if tarn90 is None else round(tarn90, 1),
+        "steps_per_speed_run": a.steps,
+        "tarn_alone_samples_per_s": round(med["alone"], 1),
+        "tarn_ps1_worker1_samples_per_s": round(med["ps1_worker1"], 1),
+        "tarn_ps1_workers2_samples_per_s": round(med["ps1_workers2"], 1),
+        "python_torch_samples_per_s": round(med["python"], 1),
+        "runs_samples_per_s": {k: [round(x, 1) for x in v] for k, v in runs.items()},
+        "ratio_ps1_worker1_vs_python": round(med["ps1_worker1"] / med["python"], 3),
+        "ratio_alone_vs_python": round(med["alone"] / med["python"], 3),
+        "tarn_ps1_worker1_time_to_90_s": None if tarn90 is None else round(tarn90, 1),
         "python_torch_time_to_90_s": None if peer90 is None else round(peer90, 1),
-        "tarn_accuracy_curve_epoch_acc_s": tarn_curve,
+        "ratio_time_to_90": None if tarn90 is None or peer90 is None else round(tarn90 / peer90, 3),
+        "tarn_ps1_worker1_accuracy_curve_step_acc_s": tarn_curve,
         "python_torch_accuracy_curve_epoch_acc_s": peer_curve,
         "python_torch_version": subprocess.run(
             ["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"],

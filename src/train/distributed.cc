@@ -262,12 +262,15 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
         }
       }
       if (done) break;  // mid-epoch: the checkpoint keeps this epoch and position
+      // The chief evaluates and exports at the end of each of its epochs.
+      if (c.IsChief()) RETURN_IF_ERROR(export_now());
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
     if (c.IsChief() && !o.checkpoint_dir.empty()) RETURN_IF_ERROR(checkpoint_now());
-    if (c.IsChief()) RETURN_IF_ERROR(export_now());
+    // Stopped mid-epoch (max_steps), or resumed with nothing left to do: export what there is.
+    if (c.IsChief() && (done || progress.exported_version == 0)) RETURN_IF_ERROR(export_now());
     log(TaskName(c) + " done: " + std::to_string(result.steps) + " steps of its own, global step " +
         std::to_string(step) + ", " +
         std::to_string(static_cast<int64_t>(result.samples_per_second)) + " samples/s");
