@@ -112,19 +112,26 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     co.log = t.log;
     ASSIGN_OR_RETURN(auto client, PsClient::Connect(co));
     std::vector<float*> params = ParameterData(model);
+    // The newest checkpoint of this model and optimiser; NOT_FOUND when there is none (or
+    // no --checkpoint_dir), an error when the newest is of something else.
+    auto newest_checkpoint = [&]() -> StatusOr<Checkpoint> {
+      if (o.checkpoint_dir.empty()) return NotFoundError("no --checkpoint_dir");
+      ASSIGN_OR_RETURN(Checkpoint latest, ReadLatestCheckpoint(o.checkpoint_dir));
+      const size_t arrays = o.optimizer.kind == "adam" ? 3 : 2;
+      if (latest.model != t.model || latest.optimizer != o.optimizer.kind ||
+          latest.arrays.size() != arrays) {
+        return FailedPreconditionError("the newest checkpoint in " + o.checkpoint_dir + " (step " +
+                                       std::to_string(latest.step) + ") is of model " +
+                                       latest.model + " with " + latest.optimizer + ", not " +
+                                       t.model + " with " + o.optimizer.kind +
+                                       "; use another --checkpoint_dir");
+      }
+      return latest;
+    };
     int64_t start_epoch = 1, start_position = 0;
-    if (c.IsChief() && !o.checkpoint_dir.empty()) {
-      StatusOr<Checkpoint> latest = ReadLatestCheckpoint(o.checkpoint_dir);
+    if (c.IsChief()) {
+      StatusOr<Checkpoint> latest = newest_checkpoint();
       if (latest.ok()) {
-        const size_t arrays = o.optimizer.kind == "adam" ? 3 : 2;
-        if (latest->model != t.model || latest->optimizer != o.optimizer.kind ||
-            latest->arrays.size() != arrays) {
-          return FailedPreconditionError("the newest checkpoint in " + o.checkpoint_dir +
-                                         " (step " + std::to_string(latest->step) +
-                                         ") is of model " + latest->model + " with " +
-                                         latest->optimizer + ", not " + t.model + " with " +
-                                         o.optimizer.kind + "; use another --checkpoint_dir");
-        }
         if (!client->initialized()) {
           RETURN_IF_ERROR(client->Restore({latest->step, std::move(latest->arrays)}));
           log(TaskName(c) + ": restored the parameter servers from the checkpoint of step " +
@@ -170,16 +177,14 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       return OkStatus();
     };
     auto refill_servers = [&]() -> Status {
-      if (!o.checkpoint_dir.empty()) {
-        StatusOr<Checkpoint> latest = ReadLatestCheckpoint(o.checkpoint_dir);
-        if (latest.ok()) {
-          RETURN_IF_ERROR(client->Restore({latest->step, std::move(latest->arrays)}));
-          log(TaskName(c) + ": gave the restarted parameter server the checkpoint of step " +
-              std::to_string(latest->step));
-          return OkStatus();
-        }
-        if (latest.status().code() != StatusCode::kNotFound) return latest.status();
+      StatusOr<Checkpoint> latest = newest_checkpoint();
+      if (latest.ok()) {
+        RETURN_IF_ERROR(client->Restore({latest->step, std::move(latest->arrays)}));
+        log(TaskName(c) + ": gave the restarted parameter server the checkpoint of step " +
+            std::to_string(latest->step));
+        return OkStatus();
       }
+      if (latest.status().code() != StatusCode::kNotFound) return latest.status();
       RETURN_IF_ERROR(client->Init(params));
       log(TaskName(c) + ": gave the restarted parameter server the parameters of its last pull");
       return OkStatus();

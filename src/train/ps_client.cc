@@ -183,22 +183,15 @@ StatusOr<PsClient::ModelState> PsClient::Snapshot() {
   return state;
 }
 
-Status PsClient::Restore(const ModelState& state) {
-  for (const auto& array : state.arrays) {
-    if (array.size() != static_cast<size_t>(param_offsets_.back())) {
-      return InvalidArgumentError("restore: the state holds " + std::to_string(array.size()) +
-                                  " elements per array, the model " +
-                                  std::to_string(param_offsets_.back()));
-    }
-  }
+Status PsClient::SetEverywhere(MessageType type, std::vector<uint64_t> head,
+                               const std::vector<std::vector<float*>>& arrays) {
   RETURN_IF_ERROR(ForEachServer([&](size_t i) {
     return WithRetry(i, [&](Server& s) -> Status {
-      const uint64_t head[2] = {static_cast<uint64_t>(state.step), state.arrays.size()};
-      std::vector<iovec> parts = {{const_cast<uint64_t*>(head), sizeof head}};
-      for (const auto& array : state.arrays) {
-        for (const iovec& p : Parts(i, ParamPointers(array))) parts.push_back(p);
+      std::vector<iovec> parts = {{head.data(), head.size() * sizeof(uint64_t)}};
+      for (const auto& array : arrays) {
+        for (const iovec& p : Parts(i, array)) parts.push_back(p);
       }
-      RETURN_IF_ERROR(s.conn->Send(MessageType::kRestore, next_request_, parts));
+      RETURN_IF_ERROR(s.conn->Send(type, next_request_, parts));
       ASSIGN_OR_RETURN(s.step, ReadStep(*s.conn, s.host));
       return OkStatus();
     });
@@ -207,19 +200,22 @@ Status PsClient::Restore(const ModelState& state) {
   return OkStatus();
 }
 
+Status PsClient::Restore(const ModelState& state) {
+  std::vector<std::vector<float*>> arrays;
+  for (const auto& array : state.arrays) {
+    if (array.size() != static_cast<size_t>(param_offsets_.back())) {
+      return InvalidArgumentError("restore: the state holds " + std::to_string(array.size()) +
+                                  " elements per array, the model " +
+                                  std::to_string(param_offsets_.back()));
+    }
+    arrays.push_back(ParamPointers(array));
+  }
+  return SetEverywhere(MessageType::kRestore,
+                       {static_cast<uint64_t>(state.step), state.arrays.size()}, arrays);
+}
+
 Status PsClient::Init(const std::vector<float*>& params) {
-  RETURN_IF_ERROR(ForEachServer([&](size_t i) {
-    return WithRetry(i, [&](Server& s) -> Status {
-      const uint64_t zero = 0;
-      std::vector<iovec> parts = {{const_cast<uint64_t*>(&zero), 8}};
-      for (const iovec& p : Parts(i, params)) parts.push_back(p);
-      RETURN_IF_ERROR(s.conn->Send(MessageType::kInit, next_request_, parts));
-      ASSIGN_OR_RETURN(s.step, ReadStep(*s.conn, s.host));
-      return OkStatus();
-    });
-  }));
-  initialized_ = true;
-  return OkStatus();
+  return SetEverywhere(MessageType::kInit, {0}, {params});
 }
 
 StatusOr<int64_t> PsClient::Pull(const std::vector<float*>& params) {

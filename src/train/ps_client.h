@@ -85,6 +85,10 @@ class PsClient {
   // Runs `op` for every server, in parallel; the first error.
   Status ForEachServer(const std::function<Status(size_t)>& op);
   std::vector<iovec> Parts(size_t server, const std::vector<float*>& arrays) const;
+  // Sends every server `head` and then its share of each of `arrays` as one `type` frame
+  // (kInit, kRestore), and reads its step; the servers count as initialised after.
+  Status SetEverywhere(MessageType type, std::vector<uint64_t> head,
+                       const std::vector<std::vector<float*>>& arrays);
   // Pointers to each parameter's first element inside a model-order flat array.
   std::vector<float*> ParamPointers(const std::vector<float>& flat) const;
   void Log(const std::string& line) const;
