@@ -5,27 +5,13 @@
 #include <memory>
 #include <vector>
 
+#include "registry/dns_wire_for_test.h"
+
 namespace tarn::registry {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
-
-Bytes MakeQuery(std::string_view name, uint16_t type, uint16_t qclass = kClassIn) {
-  Bytes b = {0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
-  while (!name.empty()) {
-    const size_t dot = name.find('.');
-    const std::string_view label = name.substr(0, dot);
-    b.push_back(static_cast<uint8_t>(label.size()));
-    b.insert(b.end(), label.begin(), label.end());
-    name = dot == std::string_view::npos ? "" : name.substr(dot + 1);
-  }
-  b.push_back(0);
-  for (uint16_t v : {type, qclass}) {
-    b.push_back(static_cast<uint8_t>(v >> 8));
-    b.push_back(static_cast<uint8_t>(v));
-  }
-  return b;
-}
+using testing::Bytes;
+using testing::MakeQuery;
 
 class RespondTest : public ::testing::Test {
  protected:
@@ -76,13 +62,15 @@ TEST_F(RespondTest, NxdomainCarriesTheSoa) {
 
 TEST_F(RespondTest, OtherClassesAndZoneTransfersAreRefused) {
   DecodedMessage m;
-  EXPECT_EQ(Ask(MakeQuery("version.bind", 16, /*CH*/ 3), Transport::kUdp, &m).rcode,
-            Rcode::kRefused);
+  EXPECT_EQ(
+      Ask(MakeQuery("version.bind", 16, 0x1234, false, 4096, /*CH*/ 3), Transport::kUdp, &m).rcode,
+      Rcode::kRefused);
   EXPECT_FALSE(m.aa);
   EXPECT_EQ(Ask(MakeQuery("tarn", kTypeAxfr), Transport::kTcp, &m).rcode, Rcode::kRefused);
   EXPECT_EQ(Ask(MakeQuery("tarn", kTypeIxfr), Transport::kTcp, &m).rcode, Rcode::kRefused);
-  EXPECT_EQ(Ask(MakeQuery("tarn", kTypeSoa, kClassAny), Transport::kUdp, &m).rcode,
-            Rcode::kNoError);
+  EXPECT_EQ(
+      Ask(MakeQuery("tarn", kTypeSoa, 0x1234, false, 4096, kClassAny), Transport::kUdp, &m).rcode,
+      Rcode::kNoError);
 }
 
 TEST_F(RespondTest, TruncatesOverUdpOnly) {

@@ -21,11 +21,13 @@
 
 #include "common/subprocess.h"
 #include "registry/dns_message.h"
+#include "registry/dns_wire_for_test.h"
 
 namespace tarn::registry {
 namespace {
 
-using Bytes = std::vector<uint8_t>;
+using testing::Bytes;
+using testing::MakeQuery;
 using namespace std::chrono_literals;
 
 bool OnPath(const std::string& program) {
@@ -105,19 +107,6 @@ InstanceRecords Instance(const std::string& component, int index, std::string ip
   r.container_id = "container_" + r.instance;
   r.ports = {{"grpc", 2222}};
   return r;
-}
-
-Bytes MakeQuery(uint16_t id, std::string_view name, uint16_t type) {
-  Bytes b = {static_cast<uint8_t>(id >> 8), static_cast<uint8_t>(id), 0, 0, 0, 1, 0, 0, 0, 0, 0, 0};
-  while (!name.empty()) {
-    const size_t dot = name.find('.');
-    const std::string_view label = name.substr(0, dot);
-    b.push_back(static_cast<uint8_t>(label.size()));
-    b.insert(b.end(), label.begin(), label.end());
-    name = dot == std::string_view::npos ? "" : name.substr(dot + 1);
-  }
-  b.insert(b.end(), {0, static_cast<uint8_t>(type >> 8), static_cast<uint8_t>(type), 0, 1});
-  return b;
 }
 
 sockaddr_in Loopback(uint16_t port) {
@@ -363,13 +352,13 @@ TEST_F(DnsServerTest, MalformedPacketsAreDroppedAndCounted) {
   StartServer(options);
   Socket udp(SOCK_DGRAM, server_->port());
   udp.Send({1, 2, 3});
-  Bytes response = MakeQuery(1, "tarn", kTypeSoa);
+  Bytes response = MakeQuery("tarn", kTypeSoa, 1);
   response[2] = 0x80;
   udp.Send(response);
-  Bytes formerr = MakeQuery(2, "tarn", kTypeSoa);
+  Bytes formerr = MakeQuery("tarn", kTypeSoa, 2);
   formerr[12] = 0x41;  // a label type that does not exist
   udp.Send(formerr);
-  udp.Send(MakeQuery(3, "tarn", kTypeSoa));
+  udp.Send(MakeQuery("tarn", kTypeSoa, 3));
 
   DecodedMessage m;
   ASSERT_TRUE(DecodeMessage(udp.Receive(4096, false), &m).ok());
@@ -398,15 +387,15 @@ TEST_F(DnsServerTest, TcpAnswersSeveralQueriesPerConnectionInOrder) {
   ASSERT_TRUE(tcp.connected());
   Bytes burst;
   for (uint16_t id = 1; id <= 3; ++id) {
-    const Bytes frame = Framed(MakeQuery(id, "worker-0.fmnist.alice.tarn", kTypeA));
+    const Bytes frame = Framed(MakeQuery("worker-0.fmnist.alice.tarn", kTypeA, id));
     burst.insert(burst.end(), frame.begin(), frame.end());
   }
   tcp.Send(burst);
   // A frame split across writes, and a dropped (QR) message between.
-  Bytes response = MakeQuery(9, "tarn", kTypeA);
+  Bytes response = MakeQuery("tarn", kTypeA, 9);
   response[2] = 0x80;
   tcp.Send(Framed(response));
-  const Bytes split = Framed(MakeQuery(4, "big.fmnist.alice.tarn", kTypeA));
+  const Bytes split = Framed(MakeQuery("big.fmnist.alice.tarn", kTypeA, 4));
   tcp.Send(Bytes(split.begin(), split.begin() + 5));
   tcp.Send(Bytes(split.begin() + 5, split.end()));
   for (uint16_t id = 1; id <= 4; ++id) {
@@ -424,7 +413,7 @@ TEST_F(DnsServerTest, TcpAnswersSeveralQueriesPerConnectionInOrder) {
 TEST_F(DnsServerTest, HalfClosedTcpClientStillGetsItsAnswers) {
   StartServer();
   Socket tcp(SOCK_STREAM, server_->port());
-  tcp.Send(Framed(MakeQuery(5, "tarn", kTypeSoa)));
+  tcp.Send(Framed(MakeQuery("tarn", kTypeSoa, 5)));
   shutdown(tcp.fd(), SHUT_WR);
   DecodedMessage m;
   ASSERT_TRUE(DecodeMessage(tcp.ReceiveFrame(), &m).ok());
@@ -450,11 +439,11 @@ TEST_F(DnsServerTest, ConnectionsBeyondTheMaximumAreClosed) {
   Socket a(SOCK_STREAM, server_->port()), b(SOCK_STREAM, server_->port());
   // Both are served (so both were accepted before the third connects).
   for (const Socket* s : {&a, &b}) {
-    s->Send(Framed(MakeQuery(1, "tarn", kTypeSoa)));
+    s->Send(Framed(MakeQuery("tarn", kTypeSoa, 1)));
     EXPECT_FALSE(s->ReceiveFrame().empty());
   }
   Socket c(SOCK_STREAM, server_->port());
-  c.Send(Framed(MakeQuery(1, "tarn", kTypeSoa)));
+  c.Send(Framed(MakeQuery("tarn", kTypeSoa, 1)));
   EXPECT_TRUE(c.ReceiveFrame().empty());
   const DnsServer::Counters counters = server_->counters();
   EXPECT_EQ(counters.tcp_connections_rejected, 1u);
@@ -505,7 +494,7 @@ TEST_F(DnsServerTest, ManyUdpQueriesFromSeveralClients) {
       Socket udp(SOCK_DGRAM, server_->port());
       for (int i = 0; i < 200; ++i) {
         const uint16_t id = static_cast<uint16_t>(t * 1000 + i);
-        udp.Send(MakeQuery(id, "worker.fmnist.alice.tarn", kTypeA));
+        udp.Send(MakeQuery("worker.fmnist.alice.tarn", kTypeA, id));
         DecodedMessage m;
         if (DecodeMessage(udp.Receive(4096, false), &m).ok() && m.id == id &&
             m.answers.size() == 2) {
@@ -547,8 +536,8 @@ TEST_F(ForwarderTest, NamesOutsideTheDomainAreAnsweredByTheUpstream) {
   options.upstreams = {"127.0.0.1:9", "127.0.0.1:" + std::to_string(upstream_->port())};
   StartServer(options);
   Socket udp(SOCK_DGRAM, server_->port());
-  udp.Send(MakeQuery(0x1234, "web-0.site.bob.upstream.test", kTypeA));
-  udp.Send(MakeQuery(0x1235, "ps-0.fmnist.alice.tarn", kTypeA));  // ours: answered at once
+  udp.Send(MakeQuery("web-0.site.bob.upstream.test", kTypeA, 0x1234));
+  udp.Send(MakeQuery("ps-0.fmnist.alice.tarn", kTypeA, 0x1235));  // ours: answered at once
   DecodedMessage m;
   ASSERT_TRUE(DecodeMessage(udp.Receive(4096, false), &m).ok());
   EXPECT_EQ(m.id, 0x1235);
@@ -566,7 +555,7 @@ TEST_F(ForwarderTest, NamesOutsideTheDomainAreAnsweredByTheUpstream) {
   // Over TCP nothing is forwarded.
   Socket tcp(SOCK_STREAM, server_->port());
   ASSERT_TRUE(tcp.connected());
-  tcp.Send(Framed(MakeQuery(7, "web-0.site.bob.upstream.test", kTypeA)));
+  tcp.Send(Framed(MakeQuery("web-0.site.bob.upstream.test", kTypeA, 7)));
   ASSERT_TRUE(DecodeMessage(tcp.ReceiveFrame(), &m).ok());
   EXPECT_EQ(m.rcode, static_cast<int>(Rcode::kRefused));
   EXPECT_NE(server_->PrometheusText().find("tarn_dns_forward_answers_total 1\n"),
@@ -585,7 +574,7 @@ TEST_F(ForwarderTest, AnUpstreamThatNeverAnswersTimesOutAndAnswersFromElsewhereA
   options.upstreams = {"127.0.0.1:" + std::to_string(ntohs(a.sin_port))};
   StartServer(options);
   Socket udp(SOCK_DGRAM, server_->port());
-  udp.Send(MakeQuery(42, "example.com", kTypeA));
+  udp.Send(MakeQuery("example.com", kTypeA, 42));
   Bytes forwarded(512);
   sockaddr_in from{};
   socklen_t from_size = sizeof(from);
