@@ -1,6 +1,5 @@
 // tarn-train: trains a model on Fashion-MNIST-style data and exports versions for serving.
 // Flags follow DESIGN.md's contract (TensorFlow's names where they exist).
-#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,6 +10,7 @@
 #include <memory>
 #include <thread>
 
+#include "common/workload_process.h"
 #include "train/cluster_spec.h"
 #include "train/distributed.h"
 #include "train/local_trainer.h"
@@ -22,40 +22,14 @@ namespace {
 std::atomic<bool> g_stop{false};
 void OnStopSignal(int) { g_stop = true; }
 
-int DefaultThreads() {
-  if (const char* v = std::getenv("TARN_VCORES"); v != nullptr && std::atoi(v) > 0) {
-    return std::atoi(v);
-  }
-  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
-
-// DESIGN.md's measured facts: OpenBLAS threads fight libtorch's own (2 + 2 threads halve the
-// speed), and OpenBLAS reads its thread count once, when the library loads, before main.
-// So a process started without OPENBLAS_NUM_THREADS sets it and starts itself again.
-void PinBlasThreads(char** argv) {
-  if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return;
-  ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-  ::execv("/proc/self/exe", argv);  // on failure, go on with what there is
-}
-
-// Fresh pages cost about 12 us each to touch on these machines, and glibc hands every
-// allocation over 128 KiB (a batch, a gradient, a message) to mmap and back at free: the
-// same large buffers are faulted in again at every step. Keep them in the heap instead:
-// both thresholds fixed (setting only the trim threshold would also disable the dynamic
-// mmap threshold and make it worse).
-void KeepLargeBuffers() {
-  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's maximum on 64-bit
-  ::mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  PinBlasThreads(argv);
-  KeepLargeBuffers();
+  tarn::PinBlasThreads(argv);
+  tarn::KeepLargeBuffersInHeap();
   CLI::App app{"tarn-train: train a model (alone, or as a ps/worker of a TF_CONFIG cluster)"};
   tarn::train::LocalTrainingOptions o;
-  o.threads = DefaultThreads();
+  o.threads = tarn::InstanceCores();
   std::string job_name, ps_hosts, worker_hosts;
   int64_t task_index = 0;
   tarn::train::DistributedOptions d;

@@ -22,6 +22,7 @@
 #include "common/file.h"
 #include "common/subprocess.h"
 #include "common/temp_dir.h"
+#include "common/test_process.h"
 #include "train/checkpoint.h"
 #include "train/flat_optimizer.h"
 #include "train/idx.h"
@@ -191,74 +192,26 @@ TEST_F(TrainTest, FlatOptimizersMatchTorchOptim) {
   }
 }
 
-int FreePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t size = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &size);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// A tarn-train process in the background, its output in `log`; SIGTERM, then waited for.
-class Background {
- public:
-  Background(std::vector<std::string> args, const std::string& log) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-  }
-  ~Background() { Stop(); }
-  void Kill() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  int Stop() {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-
- private:
-  pid_t pid_ = -1;
-};
-
 // Two parameter servers and two workers as separate processes over loopback: the model
 // trains, the chief (worker 0) exports, and the exported version scores what it says.
 // Returns the exported version's directory ("" on failure).
 std::string TrainACluster(const std::string& dir, bool sync, const std::string& model = "mlp",
                           int64_t train_limit = 12000, double min_accuracy = 0.72) {
   const std::string ps_hosts =
-      "127.0.0.1:" + std::to_string(FreePort()) + ",127.0.0.1:" + std::to_string(FreePort());
+      "127.0.0.1:" + std::to_string(FreeLoopbackPort()) + ",127.0.0.1:" + std::to_string(FreeLoopbackPort());
   const std::string worker_hosts = "127.0.0.1:1,127.0.0.1:2";  // workers listen on nothing
   std::vector<std::string> common = {
       "--model",        model,        "--ps_hosts",    ps_hosts,
       "--worker_hosts", worker_hosts, "--train_limit", std::to_string(train_limit),
       "--threads",      "1",          "--export_base", dir + "/models"};
   if (sync) common.push_back("--sync_replicas");
-  std::vector<std::unique_ptr<Background>> servers;
+  std::vector<std::unique_ptr<BackgroundProcess>> servers;
   for (int i = 0; i < 2; ++i) {
     std::vector<std::string> args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index",
                                      std::to_string(i)};
     args.insert(args.end(), common.begin(), common.end());
     servers.push_back(
-        std::make_unique<Background>(args, dir + "/ps-" + std::to_string(i) + ".log"));
+        std::make_unique<BackgroundProcess>(args, dir + "/ps-" + std::to_string(i) + ".log"));
   }
   std::vector<std::future<StatusOr<CommandResult>>> workers;
   for (int i = 0; i < 2; ++i) {
@@ -357,7 +310,7 @@ TEST_F(TrainTest, ABadClusterIsRefusedWithTheReason) {
 // The chief checkpoints; a cluster whose ps lost everything comes back from the newest
 // checkpoint (parameters, optimiser state, step, and the chief's place in its data).
 TEST_F(TrainTest, ARestartedClusterResumesFromTheChiefsCheckpoint) {
-  const std::string ps = "127.0.0.1:" + std::to_string(FreePort());
+  const std::string ps = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   const std::vector<std::string> common = {"--model",
                                            "mlp",
                                            "--ps_hosts",
@@ -377,7 +330,7 @@ TEST_F(TrainTest, ARestartedClusterResumesFromTheChiefsCheckpoint) {
   auto run = [&](int max_steps, const std::string& log) {
     std::vector<std::string> ps_args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index", "0"};
     ps_args.insert(ps_args.end(), common.begin(), common.end());
-    Background server(ps_args, log);
+    BackgroundProcess server(ps_args, log);
     std::vector<std::string> args = {TARN_TRAIN_BINARY,        "--job_name", "worker",
                                      "--task_index",           "0",          "--max_steps",
                                      std::to_string(max_steps)};
@@ -418,7 +371,7 @@ TEST_F(TrainTest, ARestartedClusterResumesFromTheChiefsCheckpoint) {
   std::vector<std::string> ps_args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index", "0"};
   ps_args.insert(ps_args.end(), common.begin(), common.end());
   ps_args[6] = "cnn";
-  Background server(ps_args, dir_ + "/ps-3.log");
+  BackgroundProcess server(ps_args, dir_ + "/ps-3.log");
   auto refused = RunCommand(args, 120s);
   ASSERT_TRUE(refused.ok());
   EXPECT_EQ(refused->exit_code, 1);
@@ -485,7 +438,7 @@ TEST_F(TrainTest, OnlyTheNewestVersionsAreKept) {
 // kill -9 of the ps mid-run: the chief gives the restarted, empty ps its share of the newest
 // checkpoint, training goes on from that step, and the run ends normally.
 TEST_F(TrainTest, AKilledPsComesBackFromTheCheckpoint) {
-  const std::string ps = "127.0.0.1:" + std::to_string(FreePort());
+  const std::string ps = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   const std::vector<std::string> common = {"--model",
                                            "cnn",
                                            "--ps_hosts",
@@ -502,7 +455,7 @@ TEST_F(TrainTest, AKilledPsComesBackFromTheCheckpoint) {
                                            "200"};
   std::vector<std::string> ps_args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index", "0"};
   ps_args.insert(ps_args.end(), common.begin(), common.end());
-  auto server = std::make_unique<Background>(ps_args, dir_ + "/ps-1.log");
+  auto server = std::make_unique<BackgroundProcess>(ps_args, dir_ + "/ps-1.log");
   std::vector<std::string> args = {TARN_TRAIN_BINARY, "--job_name", "worker", "--task_index", "0"};
   args.insert(args.end(), common.begin(), common.end());
   auto worker = std::async(std::launch::async, [args] { return RunCommand(args, 300s); });
@@ -515,7 +468,7 @@ TEST_F(TrainTest, AKilledPsComesBackFromTheCheckpoint) {
   auto first = ReadLatestCheckpoint(dir_ + "/ckpt");
   ASSERT_TRUE(first.ok()) << first.status().ToString();
   server->Kill();
-  server = std::make_unique<Background>(ps_args, dir_ + "/ps-2.log");
+  server = std::make_unique<BackgroundProcess>(ps_args, dir_ + "/ps-2.log");
   auto r = worker.get();
   ASSERT_TRUE(r.ok());
   ASSERT_EQ(r->exit_code, 0) << r->out << r->err;

@@ -1,0 +1,149 @@
+#include "serve/batcher.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <mutex>
+
+namespace tarn::serve {
+namespace {
+
+Tensor Rows(std::vector<float> values) {
+  Tensor t;
+  t.shape = {static_cast<int64_t>(values.size()), 1};
+  t.data = std::move(values);
+  return t;
+}
+
+// Doubles every value; records the batch sizes; the first batch can be held until released.
+struct Recorder {
+  std::mutex mu;
+  std::vector<int64_t> batches;
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> hold_first{false};
+
+  Batcher::Runner Runner() {
+    return [this](const Tensor& in) -> StatusOr<Tensor> {
+      bool first;
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        first = batches.empty();
+        batches.push_back(in.shape[0]);
+      }
+      if (first && hold_first) released.wait();
+      Tensor out = in;
+      for (float& v : out.data) v *= 2;
+      return out;
+    };
+  }
+};
+
+TEST(BatcherTest, QueuedTasksShareOneBatchAndEachGetsItsOwnRows) {
+  Recorder rec;
+  rec.hold_first = true;
+  BatchingParameters p{/*max_batch_size=*/8, /*batch_timeout_micros=*/0, 1, 10};
+  Batcher batcher(p, rec.Runner());
+  std::vector<std::promise<StatusOr<Tensor>>> answers(4);
+  auto done = [&](int i) {
+    return [&answers, i](StatusOr<Tensor> out, std::chrono::nanoseconds) {
+      answers[i].set_value(std::move(out));
+    };
+  };
+  // The first runs alone and is held; the next three queue behind it and go as one batch.
+  ASSERT_TRUE(batcher.Submit(Rows({1}), done(0)).ok());
+  while (true) {
+    std::lock_guard<std::mutex> lock(rec.mu);
+    if (!rec.batches.empty()) break;
+  }
+  ASSERT_TRUE(batcher.Submit(Rows({2, 3}), done(1)).ok());
+  ASSERT_TRUE(batcher.Submit(Rows({4}), done(2)).ok());
+  ASSERT_TRUE(batcher.Submit(Rows({5, 6, 7}), done(3)).ok());
+  EXPECT_EQ(batcher.QueuedExamples(), 6);
+  rec.release.set_value();
+  std::vector<std::vector<float>> expected = {{2}, {4, 6}, {8}, {10, 12, 14}};
+  for (int i = 0; i < 4; ++i) {
+    auto out = answers[i].get_future().get();
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(out->data, expected[i]);
+    EXPECT_EQ(out->shape[0], static_cast<int64_t>(expected[i].size()));
+  }
+  EXPECT_EQ(rec.batches, (std::vector<int64_t>{1, 6}));
+}
+
+TEST(BatcherTest, AFullQueueIsUnavailableAtOnce) {
+  Recorder rec;
+  rec.hold_first = true;
+  BatchingParameters p{/*max_batch_size=*/2, 0, 1, /*max_enqueued_batches=*/2};
+  Batcher batcher(p, rec.Runner());
+  std::atomic<int> answered{0};
+  auto done = [&](StatusOr<Tensor>, std::chrono::nanoseconds) { ++answered; };
+  ASSERT_TRUE(batcher.Submit(Rows({1}), done).ok());
+  while (true) {
+    std::lock_guard<std::mutex> lock(rec.mu);
+    if (!rec.batches.empty()) break;
+  }
+  ASSERT_TRUE(batcher.Submit(Rows({1, 2}), done).ok());
+  ASSERT_TRUE(batcher.Submit(Rows({3, 4}), done).ok());
+  Status full = batcher.Submit(Rows({5}), done);
+  EXPECT_EQ(full.code(), StatusCode::kUnavailable);
+  EXPECT_NE(full.message().find("queue is full"), std::string::npos);
+  rec.release.set_value();
+  while (answered < 3) std::this_thread::yield();
+}
+
+TEST(BatcherTest, AModelErrorReachesEveryTaskOfTheBatch) {
+  BatchingParameters p{4, /*batch_timeout_micros=*/200000, 1, 10};
+  Batcher batcher(p, [](const Tensor&) -> StatusOr<Tensor> {
+    return InvalidArgumentError("bad input");
+  });
+  std::promise<Status> a, b;
+  ASSERT_TRUE(batcher.Submit(Rows({1, 2}), [&](StatusOr<Tensor> o, auto) {
+    a.set_value(o.status());
+  }).ok());
+  ASSERT_TRUE(batcher.Submit(Rows({3, 4}), [&](StatusOr<Tensor> o, auto) {
+    b.set_value(o.status());
+  }).ok());
+  EXPECT_EQ(a.get_future().get().message(), "bad input");
+  EXPECT_EQ(b.get_future().get().message(), "bad input");
+}
+
+TEST(BatcherTest, ExamplesOfOtherShapesAreNotMixed) {
+  Recorder rec;
+  rec.hold_first = true;
+  BatchingParameters p{8, 0, 1, 10};
+  Batcher batcher(p, rec.Runner());
+  std::atomic<int> answered{0};
+  auto done = [&](StatusOr<Tensor> o, auto) {
+    EXPECT_TRUE(o.ok());
+    ++answered;
+  };
+  ASSERT_TRUE(batcher.Submit(Rows({1}), done).ok());
+  while (true) {
+    std::lock_guard<std::mutex> lock(rec.mu);
+    if (!rec.batches.empty()) break;
+  }
+  Tensor wide;
+  wide.shape = {1, 2};
+  wide.data = {1, 2};
+  ASSERT_TRUE(batcher.Submit(Rows({1}), done).ok());
+  ASSERT_TRUE(batcher.Submit(wide, done).ok());
+  ASSERT_TRUE(batcher.Submit(Rows({2}), done).ok());
+  rec.release.set_value();
+  while (answered < 4) std::this_thread::yield();
+  EXPECT_EQ(rec.batches, (std::vector<int64_t>{1, 2, 1}));
+}
+
+TEST(BatcherTest, TheTimeoutSendsAPartialBatch) {
+  Recorder rec;
+  BatchingParameters p{64, /*batch_timeout_micros=*/1000, 1, 10};
+  Batcher batcher(p, rec.Runner());
+  std::promise<void> done;
+  ASSERT_TRUE(batcher.Submit(Rows({1}), [&](StatusOr<Tensor>, auto) { done.set_value(); }).ok());
+  done.get_future().wait();  // answered although the batch never filled
+  EXPECT_EQ(rec.batches, (std::vector<int64_t>{1}));
+}
+
+}  // namespace
+}  // namespace tarn::serve

@@ -1,0 +1,143 @@
+// ModelRepository: the models tarn-serve serves and their versions, kept in step with what
+// is on disk, as TF Serving's file-system source and AspiredVersionsManager do together.
+//
+// Each poll lists every model's base path, works out the versions its policy wants, loads
+// the ones not loaded yet (START -> LOADING -> AVAILABLE, or END with the error when the
+// load fails), and only then unloads the versions no longer wanted (UNLOADING -> END): a
+// newer version is serving before the older one stops, so a swap fails no request. A
+// version that failed to load is left out of the policy's choice (the older one keeps
+// serving) and is retried only when its model.pt changes. Unloading waits until the
+// requests that hold the version have been answered.
+//
+// REQUIRES: Create() (which polls once, so models on disk are served from the start), then
+// any calls, then destruction (which stops the poll thread and unloads everything). Find,
+// Status, Ready and Snapshot are thread-safe; PollOnce runs on the poll thread, or from a
+// test when poll_interval <= 0.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/status.h"
+#include "serve/batcher.h"
+#include "serve/model_meta.h"
+#include "serve/servable.h"
+#include "serve/serve_config.h"
+
+namespace tarn::serve {
+
+// TF Serving's ManagerState names.
+enum class VersionState { kStart, kLoading, kAvailable, kUnloading, kEnd };
+std::string_view VersionStateName(VersionState s);
+
+struct VersionStatus {
+  int64_t version = 0;
+  VersionState state = VersionState::kStart;
+  Status status;  // why a load failed; OK otherwise
+};
+
+// A version that serves. Held by each request while it runs.
+class LoadedVersion {
+ public:
+  LoadedVersion(std::string model, int64_t version, ModelMeta meta,
+                std::unique_ptr<Servable> servable, const BatchingParameters& batching,
+                std::function<void(const BatchStats&)> on_batch);
+
+  const std::string& model() const { return model_; }
+  int64_t version() const { return version_; }
+  const ModelMeta& meta() const { return meta_; }
+
+  // Queues `input` for the model; `done` runs exactly once, on a batch thread, or at once
+  // on this thread when the queue is full.
+  void Predict(Tensor input, Batcher::Done done);
+
+ private:
+  const std::string model_;
+  const int64_t version_;
+  const ModelMeta meta_;
+  const std::unique_ptr<Servable> servable_;
+  Batcher batcher_;  // declared last: its threads stop before the servable goes
+};
+
+class ModelRepository {
+ public:
+  struct Options {
+    std::vector<ModelConfig> models;
+    // Without batching every task runs alone (max_batch_size 1) on the batch threads, so
+    // the HTTP threads never compute.
+    bool enable_batching = false;
+    BatchingParameters batching;
+    ServableLoader loader;
+    std::chrono::milliseconds poll_interval{1000};  // <= 0: no thread; call PollOnce()
+    std::function<void(const std::string&)> log;   // one line per state change
+    std::function<void(const std::string& model, const BatchStats&)> on_batch;
+  };
+
+  static StatusOr<std::unique_ptr<ModelRepository>> Create(Options options);
+  ~ModelRepository();
+  ModelRepository(const ModelRepository&) = delete;
+  ModelRepository& operator=(const ModelRepository&) = delete;
+
+  void PollOnce();
+
+  // The version to serve a request: `version`, else `label`, else the newest available.
+  // NotFound names what was asked for and what exists.
+  StatusOr<std::shared_ptr<LoadedVersion>> Find(const std::string& model,
+                                                std::optional<int64_t> version,
+                                                const std::string& label) const;
+
+  // model_version_status: every version known (one when `version` or `label` is given).
+  StatusOr<std::vector<VersionStatus>> Status(const std::string& model,
+                                              std::optional<int64_t> version,
+                                              const std::string& label) const;
+
+  // Whether every configured model has a version AVAILABLE (KServe's server readiness).
+  bool Ready() const;
+  std::vector<std::string> ModelNames() const;
+
+  struct Row {
+    std::string model;
+    int64_t version;
+    VersionState state;
+  };
+  std::vector<Row> Snapshot() const;
+
+ private:
+  struct Entry {
+    VersionStatus status;
+    std::shared_ptr<LoadedVersion> loaded;  // set while AVAILABLE
+    std::string failed_signature;           // model.pt's identity when its load failed
+  };
+  struct Model {
+    ModelConfig config;
+    std::map<int64_t, Entry> versions;
+    std::string last_list_error;
+  };
+
+  explicit ModelRepository(Options options);
+  void PollModel(const std::string& name);
+  void SetState(const std::string& name, int64_t version, VersionState state,
+                tarn::Status status = OkStatus());
+  void Log(const std::string& line) const;
+  void Unload(const std::string& name, int64_t version);
+  void Loop();
+
+  Options options_;
+  mutable std::mutex mu_;
+  std::map<std::string, Model> models_;  // guarded by mu_
+  std::mutex poll_mu_;                   // one poll at a time
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;  // guarded by stop_mu_
+  std::thread thread_;
+};
+
+}  // namespace tarn::serve

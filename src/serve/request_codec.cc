@@ -1,0 +1,376 @@
+#include "serve/request_codec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "common/base64.h"
+#include "serve/image_decode.h"
+
+namespace tarn::serve {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kMaxDepth = 8;
+constexpr int64_t kMaxElements = 64 << 20;
+
+StatusOr<json> ParseBody(std::string_view body) {
+  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgumentError("request body: not valid JSON");
+  if (!j.is_object()) return InvalidArgumentError("request body: not a JSON object");
+  return j;
+}
+
+// Scales integer pixels (0-255) to [0, 1].
+enum class Scale { kNone, kPixels };
+
+// Appends the numbers of a nested list to `out`, checking that it is rectangular; `shape`
+// receives the dimensions found.
+Status Flatten(const json& v, int depth, Scale scale, std::vector<int64_t>& shape,
+               std::vector<float>& out, const std::string& where) {
+  if (v.is_array()) {
+    if (depth >= kMaxDepth) return InvalidArgumentError(where + ": nested too deeply");
+    if (static_cast<size_t>(depth) == shape.size()) {
+      shape.push_back(static_cast<int64_t>(v.size()));
+    } else if (shape[depth] != static_cast<int64_t>(v.size())) {
+      return InvalidArgumentError(where + ": not rectangular (a list of " +
+                                  std::to_string(v.size()) + " where others have " +
+                                  std::to_string(shape[depth]) + ")");
+    }
+    if (v.empty()) return OkStatus();
+    for (const json& e : v) RETURN_IF_ERROR(Flatten(e, depth + 1, scale, shape, out, where));
+    return OkStatus();
+  }
+  if (static_cast<size_t>(depth) != shape.size()) {
+    return InvalidArgumentError(where + ": not rectangular (a number where a list belongs)");
+  }
+  if (!v.is_number()) {
+    return InvalidArgumentError(where + ": " + v.dump().substr(0, 40) + " is not a number");
+  }
+  if (static_cast<int64_t>(out.size()) >= kMaxElements) {
+    return InvalidArgumentError(where + ": more than " + std::to_string(kMaxElements) +
+                                " numbers");
+  }
+  if (scale == Scale::kPixels) {
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 255) {
+      return InvalidArgumentError(where + ": " + v.dump() + " is not a pixel value 0-255");
+    }
+    out.push_back(static_cast<float>(v.get<int64_t>()) / 255.0f);
+  } else {
+    out.push_back(v.get<float>());
+  }
+  return OkStatus();
+}
+
+bool SameShape(const std::vector<int64_t>& a, const std::vector<int64_t>& b, size_t skip_a) {
+  return a.size() == b.size() + skip_a && std::equal(b.begin(), b.end(), a.begin() + skip_a);
+}
+
+// Whether `example` (without the batch dimension) fits the model's input; [H, W] fits
+// [1, H, W].
+bool FitsInput(const std::vector<int64_t>& example, const ModelMeta& meta) {
+  if (meta.input_shape.empty()) return true;
+  if (example == meta.input_shape) return true;
+  return meta.input_shape.size() == 3 && meta.input_shape[0] == 1 &&
+         SameShape(example, {meta.input_shape[1], meta.input_shape[2]}, 0);
+}
+
+std::string InputShapeText(const ModelMeta& meta) {
+  std::string s = ShapeString(meta.input_shape);
+  if (meta.input_shape.size() == 3 && meta.input_shape[0] == 1) {
+    s += " (or " + ShapeString({meta.input_shape[1], meta.input_shape[2]}) + ")";
+  }
+  return s;
+}
+
+bool IsBinary(const json& v) { return v.is_object() && v.size() == 1 && v.contains("b64"); }
+
+// A {"b64": ...} value: a PNG or JPEG fitted to the model's [C, H, W].
+Status DecodeBinary(const json& v, const ModelMeta& meta, std::vector<float>& out,
+                    const std::string& where) {
+  const json& text = v["b64"];
+  if (!text.is_string()) return InvalidArgumentError(where + ".b64: not a string");
+  if (meta.input_shape.size() != 3 ||
+      (meta.input_shape[0] != 1 && meta.input_shape[0] != 3)) {
+    return InvalidArgumentError(where +
+                                ": binary (b64) inputs need a model whose meta.json gives an "
+                                "image input_shape [1 or 3, H, W]");
+  }
+  auto bytes = Base64Decode(text.get<std::string>());
+  if (!bytes.ok()) return InvalidArgumentError(where + ".b64: " + bytes.status().message());
+  auto pixels = DecodeImage(*bytes, static_cast<int>(meta.input_shape[0]),
+                            static_cast<int>(meta.input_shape[1]),
+                            static_cast<int>(meta.input_shape[2]));
+  if (!pixels.ok()) return InvalidArgumentError(where + ": " + pixels.status().message());
+  out.insert(out.end(), pixels->begin(), pixels->end());
+  return OkStatus();
+}
+
+// One example (row format): numbers or an image, appended to `batch`.
+Status AddExample(const json& v, const ModelMeta& meta, Tensor& batch, const std::string& where) {
+  if (IsBinary(v)) {
+    RETURN_IF_ERROR(DecodeBinary(v, meta, batch.data, where));
+    if (batch.shape.empty()) batch.shape = {0, meta.input_shape[0], meta.input_shape[1],
+                                            meta.input_shape[2]};
+    if (!SameShape(batch.shape, meta.input_shape, 1)) {
+      return InvalidArgumentError(where + ": an image among examples of shape " +
+                                  ShapeString({batch.shape.begin() + 1, batch.shape.end()}));
+    }
+    ++batch.shape[0];
+    return OkStatus();
+  }
+  std::vector<int64_t> shape;
+  const size_t before = batch.data.size();
+  RETURN_IF_ERROR(Flatten(v, 0, Scale::kNone, shape, batch.data, where));
+  if (!FitsInput(shape, meta)) {
+    return InvalidArgumentError(where + ": shape " + ShapeString(shape) +
+                                " does not match the model's input " + InputShapeText(meta));
+  }
+  if (batch.data.size() == before) {
+    return InvalidArgumentError(where + ": an example without values");
+  }
+  // Examples are stored in the model's own shape, so [H, W] rows become [1, H, W].
+  const std::vector<int64_t> example = meta.input_shape.empty() ? shape : meta.input_shape;
+  if (batch.shape.empty()) {
+    batch.shape.push_back(0);
+    batch.shape.insert(batch.shape.end(), example.begin(), example.end());
+  } else if (!SameShape(batch.shape, example, 1)) {
+    return InvalidArgumentError(where + ": shape " + ShapeString(shape) +
+                                " differs from the first example's " +
+                                ShapeString({batch.shape.begin() + 1, batch.shape.end()}));
+  }
+  ++batch.shape[0];
+  return OkStatus();
+}
+
+// A row's value: the example itself, or {"name": example} for a model's one named input.
+StatusOr<const json*> Unname(const json& v, const std::string& where) {
+  if (!v.is_object() || IsBinary(v)) return &v;
+  if (v.size() != 1) {
+    return InvalidArgumentError(where + ": names " + std::to_string(v.size()) +
+                                " inputs; the model takes one");
+  }
+  return &v.begin().value();
+}
+
+StatusOr<int> ParseTopK(const json& j, const ModelMeta& meta) {
+  auto it = j.find("top_k");
+  if (it == j.end()) return 0;
+  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1000) {
+    return InvalidArgumentError("top_k: " + it->dump() + " is not an integer in [0, 1000]");
+  }
+  if (meta.labels.empty() && it->get<int64_t>() > 0) {
+    return InvalidArgumentError("top_k: the model's meta.json has no labels");
+  }
+  return static_cast<int>(it->get<int64_t>());
+}
+
+void AppendRow(std::string& out, const float* row, int64_t n) {
+  out.push_back('[');
+  for (int64_t i = 0; i < n; ++i) {
+    if (i) out.push_back(',');
+    AppendJsonFloat(out, row[i]);
+  }
+  out.push_back(']');
+}
+
+// Nested JSON lists for `t`'s dimensions from `dim` on.
+void AppendNested(std::string& out, const Tensor& t, size_t dim, int64_t& offset) {
+  if (dim + 1 >= t.shape.size()) {
+    const int64_t n = t.shape.empty() ? 1 : t.shape.back();
+    AppendRow(out, t.data.data() + offset, n);
+    offset += n;
+    return;
+  }
+  out.push_back('[');
+  for (int64_t i = 0; i < t.shape[dim]; ++i) {
+    if (i) out.push_back(',');
+    AppendNested(out, t, dim + 1, offset);
+  }
+  out.push_back(']');
+}
+
+void AppendTopK(std::string& out, const Tensor& output, int k, const ModelMeta& meta) {
+  const int64_t rows = output.shape.empty() ? 0 : output.shape[0];
+  const int64_t n = output.RowElements();
+  out += ",\"top_k\":[";
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = output.data.data() + r * n;
+    // Softmax probabilities, computed stably.
+    const float peak = n > 0 ? *std::max_element(row, row + n) : 0.0f;
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += std::exp(static_cast<double>(row[i] - peak));
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    const int64_t take = std::min<int64_t>(k, n);
+    std::partial_sort(order.begin(), order.begin() + take, order.end(),
+                      [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+    out += r ? ",[" : "[";
+    for (int64_t i = 0; i < take; ++i) {
+      const int64_t c = order[static_cast<size_t>(i)];
+      out += i ? ",{\"class\":" : "{\"class\":";
+      out += std::to_string(c);
+      out += ",\"label\":";
+      out += json(c < static_cast<int64_t>(meta.labels.size()) ? meta.labels[c] : "").dump();
+      out += ",\"probability\":";
+      AppendJsonFloat(out,
+                      static_cast<float>(std::exp(static_cast<double>(row[c] - peak)) / total));
+      out.push_back('}');
+    }
+    out.push_back(']');
+  }
+  out.push_back(']');
+}
+
+}  // namespace
+
+void AppendJsonFloat(std::string& out, float v) {
+  if (!std::isfinite(v)) {
+    out += "null";
+    return;
+  }
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+  out.append(buf, ec == std::errc() ? end : buf);
+}
+
+StatusOr<PredictRequest> ParsePredictRequest(std::string_view body, const ModelMeta& meta) {
+  ASSIGN_OR_RETURN(json j, ParseBody(body));
+  PredictRequest r;
+  ASSIGN_OR_RETURN(r.top_k, ParseTopK(j, meta));
+  if (auto it = j.find("signature_name"); it != j.end()) {
+    if (!it->is_string() || (it->get<std::string>() != "serving_default" &&
+                             !it->get<std::string>().empty())) {
+      return InvalidArgumentError("signature_name: " + it->dump() +
+                                  " is not a signature of this model (it has serving_default)");
+    }
+  }
+  const bool has_instances = j.contains("instances");
+  const bool has_inputs = j.contains("inputs");
+  if (has_instances == has_inputs) {
+    return InvalidArgumentError(
+        "request body: needs exactly one of \"instances\" (row format) or \"inputs\" "
+        "(columnar format)");
+  }
+  if (has_instances) {
+    const json& instances = j["instances"];
+    if (!instances.is_array() || instances.empty()) {
+      return InvalidArgumentError("instances: must be a non-empty list of examples");
+    }
+    for (size_t i = 0; i < instances.size(); ++i) {
+      const std::string where = "instances[" + std::to_string(i) + "]";
+      ASSIGN_OR_RETURN(const json* example, Unname(instances[i], where));
+      RETURN_IF_ERROR(AddExample(*example, meta, r.input, where));
+    }
+    return r;
+  }
+  r.columnar = true;
+  ASSIGN_OR_RETURN(const json* inputs, Unname(j["inputs"], "inputs"));
+  if (!inputs->is_array() || inputs->empty()) {
+    return InvalidArgumentError("inputs: must be a non-empty list (the batch) of examples");
+  }
+  for (size_t i = 0; i < inputs->size(); ++i) {
+    RETURN_IF_ERROR(AddExample((*inputs)[i], meta, r.input, "inputs[" + std::to_string(i) + "]"));
+  }
+  return r;
+}
+
+std::string FormatPredictResponse(const Tensor& output, const PredictRequest& request,
+                                  const ModelMeta& meta) {
+  std::string out = request.columnar ? "{\"outputs\":" : "{\"predictions\":";
+  out.reserve(output.data.size() * 12 + 64);
+  int64_t offset = 0;
+  if (output.shape.size() <= 1) {
+    AppendRow(out, output.data.data(), static_cast<int64_t>(output.data.size()));
+  } else {
+    AppendNested(out, output, 0, offset);
+  }
+  if (request.top_k > 0) AppendTopK(out, output, request.top_k, meta);
+  out.push_back('}');
+  return out;
+}
+
+StatusOr<PredictRequest> ParseInferRequest(std::string_view body, const ModelMeta& meta) {
+  ASSIGN_OR_RETURN(json j, ParseBody(body));
+  PredictRequest r;
+  if (auto it = j.find("id"); it != j.end()) {
+    if (!it->is_string()) return InvalidArgumentError("id: not a string");
+    r.id = it->get<std::string>();
+  }
+  auto inputs = j.find("inputs");
+  if (inputs == j.end() || !inputs->is_array() || inputs->size() != 1) {
+    return InvalidArgumentError("inputs: must be a list of one tensor (the model has one input)");
+  }
+  const json& in = (*inputs)[0];
+  if (!in.is_object()) return InvalidArgumentError("inputs[0]: not an object");
+  for (const char* field : {"name", "shape", "datatype", "data"}) {
+    if (!in.contains(field)) {
+      return InvalidArgumentError(std::string("inputs[0].") + field + ": missing");
+    }
+  }
+  if (!in["name"].is_string()) return InvalidArgumentError("inputs[0].name: not a string");
+  const json& shape = in["shape"];
+  if (!shape.is_array() || shape.size() < 2 || shape.size() > 5) {
+    return InvalidArgumentError("inputs[0].shape: must list the batch size and the example's "
+                                "dimensions, e.g. [1, 1, 28, 28]");
+  }
+  std::vector<int64_t> dims;
+  int64_t elements = 1;
+  for (const json& d : shape) {
+    if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > kMaxElements) {
+      return InvalidArgumentError("inputs[0].shape: " + d.dump() + " is not a size");
+    }
+    dims.push_back(d.get<int64_t>());
+    elements *= dims.back();
+    if (elements > kMaxElements) return InvalidArgumentError("inputs[0].shape: too large");
+  }
+  const std::vector<int64_t> example(dims.begin() + 1, dims.end());
+  if (!FitsInput(example, meta)) {
+    return InvalidArgumentError("inputs[0].shape: " + ShapeString(dims) +
+                                " does not match the model's input [N] + " + InputShapeText(meta));
+  }
+  if (dims[0] == 0) return InvalidArgumentError("inputs[0].shape: the batch is empty");
+  const json& datatype = in["datatype"];
+  Scale scale;
+  if (datatype == "FP32") {
+    scale = Scale::kNone;
+  } else if (datatype == "UINT8" || datatype == "INT64") {
+    scale = Scale::kPixels;
+  } else {
+    return InvalidArgumentError("inputs[0].datatype: " + datatype.dump() +
+                                " is not supported (FP32, or UINT8/INT64 pixel values 0-255)");
+  }
+  std::vector<int64_t> data_shape;
+  RETURN_IF_ERROR(Flatten(in["data"], 0, scale, data_shape, r.input.data, "inputs[0].data"));
+  if (static_cast<int64_t>(r.input.data.size()) != elements) {
+    return InvalidArgumentError("inputs[0].data: " + std::to_string(r.input.data.size()) +
+                                " values for shape " + ShapeString(dims) + " (" +
+                                std::to_string(elements) + " values)");
+  }
+  r.input.shape = {dims[0]};
+  const std::vector<int64_t>& model_example = meta.input_shape.empty() ? example : meta.input_shape;
+  r.input.shape.insert(r.input.shape.end(), model_example.begin(), model_example.end());
+  return r;
+}
+
+std::string FormatInferResponse(const Tensor& output, const PredictRequest& request,
+                                const std::string& model, int64_t version) {
+  std::string out = "{\"model_name\":" + json(model).dump() + ",\"model_version\":\"" +
+                    std::to_string(version) + "\"";
+  if (!request.id.empty()) out += ",\"id\":" + json(request.id).dump();
+  out += ",\"outputs\":[{\"name\":\"logits\",\"datatype\":\"FP32\",\"shape\":[";
+  for (size_t i = 0; i < output.shape.size(); ++i) {
+    if (i) out.push_back(',');
+    out += std::to_string(output.shape[i]);
+  }
+  out += "],\"data\":";
+  out.reserve(out.size() + output.data.size() * 12 + 8);
+  AppendRow(out, output.data.data(), static_cast<int64_t>(output.data.size()));
+  out += "}]}";
+  return out;
+}
+
+}  // namespace tarn::serve
