@@ -129,6 +129,11 @@ class ClientTest : public ::testing::Test {
                   if (final_state_ == "FAILED" && poll > 2) {
                     service["diagnostics"] = "sleeper-1 failed 3 times";
                   }
+                  if (final_state_ == "INFEASIBLE" && poll > 1) {
+                    service["state"] = "STARTED";
+                    service["components"][0]["containers"][1]["diagnostics"] =
+                        "can never be placed: needs 2 GPUs, more than any node has";
+                  }
                   res.set_content(service.dump(), "application/json");
                 });
     server_.Put(
@@ -337,6 +342,22 @@ TEST_F(ClientTest, LaunchWaitFailsWithTheDiagnostics) {
   CommandResult run = RunTarn({"launch", "--wait", "waiter.json"}, Env(), dir.path());
   EXPECT_EQ(run.exit_code, 1);
   EXPECT_EQ(run.err, "tarn: waiter is FAILED: sleeper-1 failed 3 times\n");
+}
+
+TEST_F(ClientTest, LaunchWaitStopsAtOnceWhenAnInstanceCanNeverBePlaced) {
+  final_state_ = "INFEASIBLE";
+  TempDir dir;
+  json doc =
+      json::parse(tarn::ReadFileToString(kSource + "/examples/sleeper/sleeper.json").value());
+  doc["name"] = "waiter";
+  dir.Write("waiter.json", doc.dump());
+  CommandResult run =
+      RunTarn({"launch", "--wait", "--timeout", "20", "waiter.json"}, Env(), dir.path());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err,
+            "tarn: waiter cannot start: sleeper-1: can never be placed: needs 2 GPUs, more than "
+            "any node has\n");
+  EXPECT_EQ(polls_.load(), 2);
 }
 
 TEST_F(ClientTest, LaunchWaitTimesOut) {

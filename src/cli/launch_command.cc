@@ -47,6 +47,21 @@ std::string StringField(const json& object, const char* key) {
 
 // Polls the service until it settles. Progress goes to stdout, or to stderr when stdout
 // carries JSON.
+// "<instance>: <diagnostics>" of the first instance that can never be placed, or "".
+std::string NeverPlaced(const nlohmann::json& service) {
+  if (!service.contains("components") || !service["components"].is_array()) return "";
+  for (const auto& c : service["components"]) {
+    if (!c.is_object() || !c.contains("containers") || !c["containers"].is_array()) continue;
+    for (const auto& i : c["containers"]) {
+      const std::string d = i.is_object() ? i.value("diagnostics", "") : "";
+      if (d.rfind("can never be placed", 0) == 0) {
+        return i.value("component_instance_name", "") + ": " + d;
+      }
+    }
+  }
+  return "";
+}
+
 int Wait(ApiClient& client, const std::string& name, bool want_stopped, double timeout_s,
          const ClientFlags& flags) {
   std::ostream& progress = flags.output == "json" ? std::cerr : std::cout;
@@ -66,6 +81,12 @@ int Wait(ApiClient& client, const std::string& name, bool want_stopped, double t
     if (done) {
       if (flags.output == "json") PrintJson(*service);
       return 0;
+    }
+    // Waiting cannot help an instance the cluster can never hold (YARN's "invalid resource
+    // request"): say so now rather than at the timeout.
+    if (std::string never = NeverPlaced(*service); !never.empty() && !want_stopped) {
+      std::cerr << "tarn: " << name << " cannot start: " << never << "\n";
+      return 1;
     }
     if (state == "FAILED" || state == "STOPPED") {
       std::string diagnostics = StringField(*service, "diagnostics");
