@@ -176,22 +176,6 @@ CommandResult RunTarn(const std::vector<std::string>& args, const std::vector<st
   return tarn::testing::RunTarn(args, env, dir, timeout);
 }
 
-// Each test's server gets an address range of its own, and with it its own DNS address on
-// port 53 for containers: tests run side by side. A lock file per candidate range, held
-// (flock) for the life of the test; closed on exec, so no server inherits it.
-int LockAddressRange(std::string* cidr) {
-  for (int n = 100; n < 250; ++n) {
-    const std::string lock = "/tmp/tarn-test-range-" + std::to_string(n) + ".lock";
-    const int fd = ::open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
-    if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-      *cidr = "127." + std::to_string(n) + ".0.0/16";
-      return fd;
-    }
-    if (fd >= 0) ::close(fd);
-  }
-  return -1;
-}
-
 class ServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -199,7 +183,7 @@ class ServerTest : public ::testing::Test {
     dir_ = ::mkdtemp(tmpl);
     ::chmod(dir_.c_str(), 0711);
     state_ = dir_ + "/state";
-    range_lock_ = LockAddressRange(&range_);
+    range_lock_ = tarn::testing::LockAddressRange(&range_);
     ASSERT_GE(range_lock_, 0) << "no free test address range";
     range_prefix_ = range_.substr(0, range_.find(".0.0/"));
     WriteConfig(json::object());

@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -122,6 +123,22 @@ inline CommandResult RunTarn(const std::vector<std::string>& args,
                              std::chrono::milliseconds timeout = std::chrono::minutes(2)) {
   TarnProcess process(args, env, cwd);
   return process.Finish(timeout);
+}
+
+// Each test's tarn server gets an address range of its own, and with it its own DNS address
+// on port 53 for containers: tests run side by side. A lock file per candidate range, held
+// (flock) for the life of the test; closed on exec, so no server inherits it.
+inline int LockAddressRange(std::string* cidr) {
+  for (int n = 100; n < 250; ++n) {
+    const std::string lock = "/tmp/tarn-test-range-" + std::to_string(n) + ".lock";
+    const int fd = ::open(lock.c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600);
+    if (fd >= 0 && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      *cidr = "127." + std::to_string(n) + ".0.0/16";
+      return fd;
+    }
+    if (fd >= 0) ::close(fd);
+  }
+  return -1;
 }
 
 }  // namespace tarn::testing

@@ -59,6 +59,7 @@ struct RunFlags {
   std::string user;       // empty: $TARN_USER, else the account
   std::string state_dir;  // empty: a fresh temporary directory, removed at the end
   int fake_gpus = -1;
+  std::string config;  // the server's --config file; empty: none
 };
 // `tarn run FILE` (run_command.cc): an in-process server on a free port, the assembly
 // launched into it, live progress on stdout, until it finishes (0 SUCCEEDED, 1 FAILED), the

@@ -151,6 +151,8 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   run->add_option("--state-dir", run_flags.state_dir,
                   "where to keep state (default: a temporary directory, removed at the end)");
+  run->add_option("--config", run_flags.config,
+                  "the private server's JSON config (queues, nodes, defaults), as tarn server's");
   run->add_option("--fake-gpus", run_flags.fake_gpus, "pretend the node has N GPUs")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--user", run_flags.user,

@@ -103,6 +103,7 @@ int RunForeground(const RunFlags& run) {
   sf.listen = "127.0.0.1:0";
   sf.state_dir = state_dir;
   sf.fake_gpus = run.fake_gpus;
+  sf.config = run.config;
   sf.dns = "127.0.0.1:0";
   auto daemon = api::Daemon::Start(sf);
   if (!daemon.ok()) {

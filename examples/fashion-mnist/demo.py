@@ -1,0 +1,416 @@
+#!/usr/bin/python3
+"""The Fashion-MNIST assembly, end to end, as a new user sees it.
+
+Starts `tarn server` in the background, launches examples/fashion-mnist/assembly.json (2 ps,
+2 workers, 2 serving replicas), shows live progress (instances, the chief's loss and
+accuracy, versions exported and served), runs a client against the serving replicas for the
+whole run (it must see no error, and accuracy rising with each version), then sends the
+whole 10,000-image test set through TF Serving's REST API, prints the accuracy and a few
+images with their predicted labels, and stops cleanly (destroy, then the server).
+
+Runs as root (tarn server starts containers). Standard library only: it runs on Debian's
+/usr/bin/python3 and talks to 127.0.0.0/8 only. Exit status: 0 when the served model reaches
+--min-accuracy and the client saw no error; 1 otherwise; 2 for bad usage.
+"""
+import argparse
+import gzip
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+DATA = "/usr/share/datasets/fashion-mnist"
+USER = "demo"
+NAME = "fmnist"
+MODEL = "fmnist"
+
+
+def log(msg=""):
+    print(msg, flush=True)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def read_idx(path):
+    data = gzip.open(path).read()
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(data[3])]
+    return dims, data[4 + 4 * len(dims):]
+
+
+def http_json(host, port, method, path, body=None, timeout=30):
+    """(status, parsed JSON or None). Raises OSError for connection failures."""
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    try:
+        payload = None if body is None else json.dumps(body).encode()
+        conn.request(method, path, payload, {"Content-Type": "application/json"})
+        r = conn.getresponse()
+        text = r.read()
+        try:
+            return r.status, json.loads(text)
+        except ValueError:
+            return r.status, None
+    finally:
+        conn.close()
+
+
+class Tarn:
+    """tarn server in the background, and its REST API."""
+
+    def __init__(self, binary, workdir, config):
+        self.binary = binary
+        self.port = free_port()
+        self.state = os.path.join(workdir, "state")
+        self.log_path = os.path.join(workdir, "server.log")
+        self.proc = subprocess.Popen(
+            [binary, "server", "--listen", f"127.0.0.1:{self.port}", "--state-dir", self.state,
+             "--dns", f"127.0.0.1:{free_port()}", "--config", config],
+            stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
+        for _ in range(200):
+            try:
+                if http_json("127.0.0.1", self.port, "GET", "/healthz")[0] == 200:
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        raise RuntimeError("tarn server did not start:\n" + open(self.log_path).read())
+
+    def cli(self, *args):
+        env = dict(os.environ, TARN_ADDR=f"127.0.0.1:{self.port}", TARN_USER=USER)
+        return subprocess.run([self.binary, *args], env=env, capture_output=True, text=True)
+
+    def get(self, path, **params):
+        params["user.name"] = USER
+        status, body = http_json("127.0.0.1", self.port, "GET",
+                                 path + "?" + urllib.parse.urlencode(params))
+        return body if status == 200 else None
+
+    def status(self):
+        return self.get(f"/app/v1/services/{NAME}")
+
+    def log_tail(self, instance, size=8192):
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
+        try:
+            conn.request("GET", f"/tarn/v1/services/{NAME}/instances/{instance}/logs?"
+                         + urllib.parse.urlencode({"user.name": USER, "tail": size}))
+            r = conn.getresponse()
+            return r.read().decode(errors="replace") if r.status == 200 else ""
+        finally:
+            conn.close()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def instances(status, component):
+    for c in (status or {}).get("components", []):
+        if c.get("name") == component:
+            return c.get("containers", [])
+    return []
+
+
+def ready(status, component):
+    for c in (status or {}).get("components", []):
+        if c.get("name") == component:
+            return c.get("ready_containers", 0), c.get("number_of_containers", 0)
+    return 0, 0
+
+
+def served_versions(status):
+    """Per serving replica: the newest AVAILABLE version (None when not serving)."""
+    out = []
+    for i in instances(status, "serving"):
+        version = None
+        if i.get("ip"):
+            try:
+                code, body = http_json(i["ip"], 8501, "GET", f"/v1/models/{MODEL}", timeout=2)
+                if code == 200:
+                    avail = [int(v["version"]) for v in body["model_version_status"]
+                             if v["state"] == "AVAILABLE"]
+                    version = max(avail) if avail else None
+            except (OSError, ValueError, KeyError):
+                pass
+        out.append(version)
+    return out
+
+
+class Client(threading.Thread):
+    """Asks the serving replicas about test images for the whole run, through KServe v2
+    (its answers name the version that served them). A connection refused or reset before
+    any answer is retried once on the other replica, as a load balancer would; anything else
+    that is not a 200 is an error."""
+
+    def __init__(self, images, labels, addresses):
+        super().__init__(daemon=True)
+        self.images, self.labels = images, labels
+        self.addresses = addresses  # a list the main loop keeps current
+        self.stop = threading.Event()
+        self.requests = 0
+        self.retries = 0
+        self.errors = []
+        self.per_version = {}  # version -> [correct, total]
+
+    def ask(self, address, first, n):
+        pixels = self.images[first * 784:(first + n) * 784]
+        body = {"inputs": [{"name": "x", "shape": [n, 1, 28, 28], "datatype": "UINT8",
+                            "data": list(pixels)}]}
+        return http_json(address, 8501, "POST", f"/v2/models/{MODEL}/infer", body)
+
+    def run(self):
+        first, batch, turn = 0, 50, 0
+        while not self.stop.is_set():
+            addresses = list(self.addresses)
+            if not addresses:
+                time.sleep(0.2)
+                continue
+            turn += 1
+            answer = None
+            for attempt in range(2):
+                address = addresses[(turn + attempt) % len(addresses)]
+                try:
+                    answer = self.ask(address, first, batch)
+                    break
+                except (ConnectionRefusedError, ConnectionResetError) as e:
+                    self.retries += 1
+                    answer = ("refused", str(e))
+                except OSError as e:
+                    answer = ("oserror", str(e))
+                    break
+            self.requests += 1
+            if not isinstance(answer[0], int) or answer[0] != 200:
+                self.errors.append(f"{answer[0]}: {str(answer[1])[:200]}")
+                time.sleep(0.2)
+                continue
+            out = answer[1]["outputs"][0]
+            version = int(answer[1]["model_version"])
+            classes = out["shape"][1]
+            data = out["data"]
+            tally = self.per_version.setdefault(version, [0, 0])
+            for k in range(batch):
+                row = data[k * classes:(k + 1) * classes]
+                tally[0] += row.index(max(row)) == self.labels[first + k]
+                tally[1] += 1
+            first = (first + batch) % 2000
+            time.sleep(0.05)
+
+
+SHADES = " .:-=+*#%@"
+
+
+def ascii_image(pixels):
+    rows = []
+    for r in range(0, 28, 2):
+        rows.append("".join(SHADES[min(9, max(pixels[r * 28 + c], pixels[(r + 1) * 28 + c]) * 10 // 256)]
+                            for c in range(28)))
+    return rows
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tarn", default=os.path.join(ROOT, "build/release/bin/tarn"))
+    p.add_argument("--assembly", default=os.path.join(HERE, "assembly.json"))
+    p.add_argument("--config", default=os.path.join(HERE, "one-small-machine.json"),
+                   help="tarn server's config (the node's vcores and memory)")
+    p.add_argument("--epochs", type=int, default=0,
+                   help="override the assembly's --epochs (CI-sized runs use 1)")
+    p.add_argument("--min-accuracy", type=float, default=0.90)
+    p.add_argument("--timeout", type=float, default=1800, help="seconds for the whole run")
+    args = p.parse_args()
+    if os.geteuid() != 0:
+        log("demo: needs root (tarn server starts containers in namespaces and cgroups)")
+        return 2
+    if not os.access(args.tarn, os.X_OK):
+        log(f"demo: {args.tarn} is not an executable (run scripts/build)")
+        return 2
+
+    workdir = tempfile.mkdtemp(prefix="tarn-demo-")
+    os.chmod(workdir, 0o711)
+    doc = json.load(open(args.assembly))
+    if args.epochs:
+        for c in doc["components"]:
+            c["launch_command"] = re.sub(r"--epochs \d+", f"--epochs {args.epochs}",
+                                         c["launch_command"])
+    assembly = os.path.join(workdir, "assembly.json")
+    json.dump(doc, open(assembly, "w"), indent=2)
+    epochs = re.search(r"--epochs (\d+)", instances_command(doc, "worker")).group(1)
+
+    dims, images = read_idx(f"{DATA}/t10k-images-idx3-ubyte.gz")
+    _, labels = read_idx(f"{DATA}/t10k-labels-idx1-ubyte.gz")
+    names = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt",
+             "Sneaker", "Bag", "Ankle boot"]
+
+    log(f"== tarn server (state in {workdir})")
+    tarn = Tarn(args.tarn, workdir, args.config)
+    client = None
+    ok = False
+    start = time.time()
+    try:
+        log(f"== tarn launch {os.path.relpath(args.assembly, ROOT)} "
+            f"(ps x2, worker x2, serving x2; {epochs} epoch(s))")
+        r = tarn.cli("launch", assembly)
+        log((r.stdout + r.stderr).strip())
+        if r.returncode != 0:
+            return 1
+        addresses = []
+        client = Client(list(images), list(labels), addresses)
+        last_line, last_time, chief_done, final = "", 0.0, False, None
+        status = None
+        while True:
+            elapsed = time.time() - start
+            if elapsed > args.timeout:
+                log(f"demo: not done after {args.timeout:.0f} s")
+                return 1
+            status = tarn.status()
+            if status is None:
+                time.sleep(1)
+                continue
+            if status.get("state") == "FAILED":
+                log(f"demo: the assembly FAILED: {status.get('diagnostics')}")
+                return 1
+            serving = served_versions(status)
+            # The client starts once every replica serves a version; replicas are added as
+            # addresses only then, as a readiness-gated load balancer does.
+            addresses[:] = [i["ip"] for i, v in zip(instances(status, "serving"), serving)
+                            if v is not None and i.get("ip")]
+            if len(addresses) == 2 and not client.is_alive() and not client.stop.is_set():
+                client.start()
+            chief = next(iter(instances(status, "worker")), {})
+            chief_done = chief.get("state") == "SUCCEEDED"
+            progress = last_progress(tarn.log_tail("worker-0"))
+            shared = status.get("shared_dir", "")
+            exported = exported_versions(os.path.join(shared, "models", MODEL))
+            line = (f"[{elapsed:4.0f}s] ps {'%d/%d' % ready(status, 'ps')}, "
+                    f"worker {'%d/%d' % ready(status, 'worker')}"
+                    f"{' (chief done)' if chief_done else ''}, "
+                    f"serving {'%d/%d' % ready(status, 'serving')}")
+            if progress:
+                line += (f" | step {progress.get('step', 0)} loss {progress.get('loss', 0):.3f}"
+                         + (f" acc {progress['accuracy']:.4f}" if "accuracy" in progress else ""))
+            line += f" | exported {fmt_versions(exported)} | served {fmt_served(serving)}"
+            # A line when something other than the time changed, else every 10 s.
+            key = line.split("] ", 1)[1] + str(len(client.errors))
+            if client.is_alive():
+                line += f" | client {client.requests} req, {len(client.errors)} errors"
+            if key != last_line or elapsed - last_time >= 10:
+                log(line)
+                last_line, last_time = key, elapsed
+            if chief_done and exported and all(v == max(exported) for v in serving) and serving:
+                final = max(exported)
+                break
+            time.sleep(2)
+        train_seconds = time.time() - start
+        time.sleep(1)  # a few more client requests on the final version
+        client.stop.set()
+        client.join(30)
+
+        meta = json.load(open(os.path.join(status["shared_dir"], "models", MODEL, str(final),
+                                           "meta.json")))
+        log(f"== the whole test set ({dims[0]} images) through TF Serving's REST API "
+            f"(POST /v1/models/{MODEL}:predict, 200 images a request)")
+        serving_ip = addresses[0]
+        correct, shown, t0 = 0, [], time.time()
+        for first in range(0, dims[0], 200):
+            n = min(200, dims[0] - first)
+            batch = [[[images[(first + k) * 784 + r * 28 + c] / 255.0 for c in range(28)]
+                      for r in range(28)] for k in range(n)]
+            code, body = http_json(serving_ip, 8501, "POST", f"/v1/models/{MODEL}:predict",
+                                   {"instances": batch, "top_k": 1}, timeout=120)
+            if code != 200:
+                log(f"demo: predict answered {code}: {body}")
+                return 1
+            for k, top in enumerate(body["top_k"]):
+                label = labels[first + k]
+                correct += top[0]["class"] == label
+                if first + k in (0, 1, 2, 3, 12):
+                    shown.append((first + k, top[0], label))
+        accuracy = correct / dims[0]
+        log(f"served version {final}: {correct}/{dims[0]} correct = {accuracy:.4f} "
+            f"({dims[0] / (time.time() - t0):.0f} images/s); tarn-train measured "
+            f"{meta.get('accuracy', 0):.4f} on export")
+        log("")
+        pictures = [ascii_image(images[i * 784:(i + 1) * 784]) for i, _, _ in shown]
+        for row in range(14):
+            log("   ".join(pic[row] for pic in pictures))
+        log("   ".join(f"{('is: ' + top['label'])[:28]:<28}" for _, top, _ in shown))
+        log("   ".join(f"{('p=%.2f, truth: %s' % (top['probability'], names[t]))[:28]:<28}"
+                       for _, top, t in shown))
+        log("")
+        rising = sorted(client.per_version.items())
+        log("== summary")
+        log(f"training and serving came up and finished in {train_seconds:.0f} s; versions "
+            f"exported: {fmt_versions(exported_versions(os.path.join(status['shared_dir'], 'models', MODEL)))}")
+        log("client during the run: " + f"{client.requests} requests, {len(client.errors)} errors, "
+            f"{client.retries} retried on the other replica; accuracy per served version: "
+            + ", ".join(f"v{v} {c / t:.3f} ({t} images)" for v, (c, t) in rising))
+        for e in client.errors[:5]:
+            log(f"  client error: {e}")
+        ok = accuracy >= args.min_accuracy and not client.errors
+        log(f"{'PASS' if ok else 'FAIL'}: served accuracy {accuracy:.4f} "
+            f"(needs >= {args.min_accuracy}), client errors {len(client.errors)}")
+        return 0 if ok else 1
+    finally:
+        if client is not None:
+            client.stop.set()
+        log("== clean stop: tarn destroy, then the server")
+        r = tarn.cli("destroy", NAME)
+        log((r.stdout + r.stderr).strip())
+        tarn.stop()
+        if ok:
+            shutil.rmtree(workdir, ignore_errors=True)
+        else:
+            log(f"(state and logs kept in {workdir})")
+
+
+def instances_command(doc, component):
+    return next(c["launch_command"] for c in doc["components"] if c["name"] == component)
+
+
+def last_progress(text):
+    for line in reversed(text.splitlines()):
+        if line.startswith("{") and '"step"' in line:
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
+
+
+def exported_versions(base):
+    try:
+        return sorted(int(d) for d in os.listdir(base) if d.isdigit())
+    except OSError:
+        return []
+
+
+def fmt_versions(versions):
+    return "none" if not versions else ",".join(f"v{v}" for v in versions)
+
+
+def fmt_served(serving):
+    return ",".join("-" if v is None else f"v{v}" for v in serving) or "-"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
