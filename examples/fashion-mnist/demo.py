@@ -76,10 +76,13 @@ class Tarn:
         self.port = free_port()
         self.state = os.path.join(workdir, "state")
         self.log_path = os.path.join(workdir, "server.log")
-        self.proc = subprocess.Popen(
-            [binary, "server", "--listen", f"127.0.0.1:{self.port}", "--state-dir", self.state,
-             "--dns", f"127.0.0.1:{free_port()}", "--config", config],
-            stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
+        self.args = [binary, "server", "--listen", f"127.0.0.1:{self.port}", "--state-dir",
+                     self.state, "--dns", f"127.0.0.1:{free_port()}", "--config", config]
+        self.start()
+
+    def start(self):
+        self.proc = subprocess.Popen(self.args, stdout=open(self.log_path, "a"),
+                                     stderr=subprocess.STDOUT)
         for _ in range(200):
             try:
                 if http_json("127.0.0.1", self.port, "GET", "/healthz")[0] == 200:
@@ -104,11 +107,18 @@ class Tarn:
     def status(self):
         return self.get(f"/app/v1/services/{NAME}")
 
-    def log_tail(self, instance, size=8192):
+    def kill_and_restart(self):
+        """kill -9 of tarn server, then the same command again: it adopts what runs."""
+        self.proc.kill()
+        self.proc.wait()
+        self.start()
+
+    def log_tail(self, instance, size=8192, stream="stdout"):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
             conn.request("GET", f"/tarn/v1/services/{NAME}/instances/{instance}/logs?"
-                         + urllib.parse.urlencode({"user.name": USER, "tail": size}))
+                         + urllib.parse.urlencode({"user.name": USER, "tail": size,
+                                                   "stream": stream}))
             r = conn.getresponse()
             return r.read().decode(errors="replace") if r.status == 200 else ""
         finally:
@@ -216,6 +226,81 @@ class Client(threading.Thread):
             time.sleep(0.05)
 
 
+def workload_pids(instance):
+    """The workload processes (tarn-train, tarn-serve) of one of the demo's instances, found
+    by the environment tarn gives each instance."""
+    want = [f"TARN_ASSEMBLY={NAME}".encode(), f"TARN_USER={USER}".encode(),
+            f"TARN_INSTANCE={instance}".encode()]
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if open(f"/proc/{pid}/comm").read().strip() not in ("tarn-train", "tarn-serve"):
+                continue
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if all(w in env for w in want):
+            pids.append(int(pid))
+    return pids
+
+
+def restarts(status, instance):
+    for c in (status or {}).get("components", []):
+        for i in c.get("containers", []):
+            if i.get("component_instance_name") == instance:
+                return i.get("restarts", 0), i.get("state", "")
+    return 0, ""
+
+
+class Faults:
+    """kill -9, one at a time, of the serving replica serving-0, the ps ps-1, the chief
+    worker-0 and tarn server itself; each next one once the previous has come back."""
+
+    def __init__(self, tarn):
+        self.tarn = tarn
+        self.plan = ["serving-0", "ps-1", "worker-0", "tarn server"]
+        self.killed = []  # (what, restarts before)
+        self.waiting = None
+        self.chief_checkpoint = None  # the chief's last checkpoint step before its kill
+
+    def step(self, status, serving_ok, checkpointed):
+        if self.waiting is not None:
+            what, before = self.waiting
+            if what == "tarn server":
+                self.waiting = None
+                return
+            count, state = restarts(status, what)
+            back = count > before and state in ("READY", "RUNNING_BUT_UNREADY")
+            if what == "serving-0":
+                back = back and serving_ok
+            if not back:
+                return
+            log(f"   {what} is back (restarts {count}, {state})")
+            self.waiting = None
+        if not self.plan or not serving_ok or not checkpointed:
+            return
+        what = self.plan.pop(0)
+        if what == "tarn server":
+            log("   kill -9 tarn server, then start it again with the same state directory")
+            self.tarn.kill_and_restart()
+            self.killed.append((what, 0))
+            self.waiting = (what, 0)
+            return
+        if what == "worker-0":
+            steps = re.findall(r"checkpoint of step (\d+)", self.tarn.log_tail("worker-0", 1 << 20))
+            self.chief_checkpoint = int(steps[-1]) if steps else None
+        pids = workload_pids(what)
+        before = restarts(status, what)[0]
+        log(f"   kill -9 {what} (pid {','.join(map(str, pids)) or 'not found'})")
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        self.killed.append((what, before))
+        self.waiting = (what, before)
+
+    def done(self):
+        return not self.plan and self.waiting is None
+
+
 SHADES = " .:-=+*#%@"
 
 
@@ -237,6 +322,9 @@ def main():
                    help="override the assembly's --epochs (CI-sized runs use 1)")
     p.add_argument("--min-accuracy", type=float, default=0.90)
     p.add_argument("--timeout", type=float, default=1800, help="seconds for the whole run")
+    p.add_argument("--faults", action="store_true",
+                   help="kill -9 a serving replica, a ps, the chief and tarn server during the "
+                        "run; everything must come back and the client must see no error")
     args = p.parse_args()
     if os.geteuid() != 0:
         log("demo: needs root (tarn server starts containers in namespaces and cgroups)")
@@ -275,6 +363,7 @@ def main():
             return 1
         addresses = []
         client = Client(list(images), list(labels), addresses)
+        faults = Faults(tarn) if args.faults else None
         last_line, last_time, chief_done, final = "", 0.0, False, None
         status = None
         while True:
@@ -316,6 +405,12 @@ def main():
             if key != last_line or elapsed - last_time >= 10:
                 log(line)
                 last_line, last_time = key, elapsed
+            if faults is not None and not chief_done:
+                checkpointed = "checkpoint of step" in tarn.log_tail("worker-0", 65536)
+                faults.step(status, len(addresses) == 2, checkpointed)
+            if faults is not None and not faults.done() and chief_done:
+                log("demo: training finished before every fault was injected (use more epochs)")
+                return 1
             if chief_done and exported and all(v == max(exported) for v in serving) and serving:
                 final = max(exported)
                 break
@@ -367,6 +462,8 @@ def main():
         for e in client.errors[:5]:
             log(f"  client error: {e}")
         ok = accuracy >= args.min_accuracy and not client.errors
+        if faults is not None:
+            ok = check_faults(tarn, faults) and ok
         log(f"{'PASS' if ok else 'FAIL'}: served accuracy {accuracy:.4f} "
             f"(needs >= {args.min_accuracy}), client errors {len(client.errors)}")
         return 0 if ok else 1
@@ -381,6 +478,51 @@ def main():
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             log(f"(state and logs kept in {workdir})")
+
+
+def check_faults(tarn, faults):
+    """After the faults: each killed instance restarted once and no other instance did, every
+    instance runs at most one workload process, and the chief resumed from its checkpoint."""
+    ok = True
+    status = tarn.status()
+    killed = {what for what, _ in faults.killed}
+    for c in status.get("components", []):
+        for i in c.get("containers", []):
+            name = i["component_instance_name"]
+            want = 1 if name in killed else 0
+            pids = workload_pids(name)
+            good = i.get("restarts", 0) == want and len(pids) <= 1
+            log(f"   {name}: restarts {i.get('restarts', 0)} (expected {want}), "
+                f"{len(pids)} process(es), {i.get('state')}{'' if good else '  <- WRONG'}")
+            ok = ok and good
+    count = sum(len(c.get("containers", [])) for c in status.get("components", []))
+    if count != 6:
+        log(f"   {count} instances, expected 6  <- WRONG")
+        ok = False
+    out = tarn.log_tail("worker-0", 1 << 20)
+    m = re.search(r"resuming from the checkpoint of step (\d+)", out)
+    first = last_progress_first(out)
+    if (not m or first is None or int(m.group(1)) != faults.chief_checkpoint
+            or first.get("step", 0) < int(m.group(1))):
+        log(f"   the restarted chief did not resume from its last checkpoint  <- WRONG "
+            f"(last checkpoint before the kill: step {faults.chief_checkpoint}; "
+            f"restored: {m.group(0) if m else 'none'}; first progress: {first})")
+        ok = False
+    else:
+        log(f"   the chief's last checkpoint before its kill was step {faults.chief_checkpoint}; "
+            f"restarted, it restored that step and its first progress line says step "
+            f"{first.get('step')}")
+    return ok
+
+
+def last_progress_first(text):
+    for line in text.splitlines():
+        if line.startswith("{") and '"step"' in line:
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    return None
 
 
 def instances_command(doc, component):

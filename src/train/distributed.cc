@@ -132,6 +132,8 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     if (c.IsChief()) {
       StatusOr<Checkpoint> latest = newest_checkpoint();
       if (latest.ok()) {
+        // Parameter servers that kept their state (only the chief restarted) hold newer
+        // parameters than the checkpoint: they stay; the chief takes its data position.
         if (!client->initialized()) {
           RETURN_IF_ERROR(client->Restore({latest->step, std::move(latest->arrays)}));
           log(TaskName(c) + ": restored the parameter servers from the checkpoint of step " +
@@ -139,6 +141,9 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
         }
         start_epoch = latest->epoch;
         start_position = latest->position;
+        log(TaskName(c) + ": resuming from the checkpoint of step " +
+            std::to_string(latest->step) + " at epoch " + std::to_string(start_epoch) +
+            ", batch " + std::to_string(start_position));
       } else if (latest.status().code() != StatusCode::kNotFound) {
         return latest.status();
       }
