@@ -517,6 +517,99 @@ TEST_F(ServerTest, UsersAreIsolated) {
   EXPECT_EQ(live.count("alice/same/sleeper-0"), 1u);
 }
 
+// Issue 8's sharing: alice and bob each launch a training gang (a ps and two workers with a
+// GPU each) into their own queue with a guaranteed half of a 4-GPU node (fake GPUs); both
+// run and make progress on distinct GPUs. alice's second gang does not fit: it waits, with
+// the reason in its status, and starts once bob's assembly is destroyed.
+TEST_F(ServerTest, TwoUsersShareGpusByQueueAndAThirdGangWaitsForRoom) {
+  WriteConfig({{"nodes", json::array({{{"name", "node-1"},
+                                      {"vcores", 16},
+                                      {"memory_mb", 16384},
+                                      {"gpus", 4}}})},
+               {"queues", json::array({{{"name", "research"},
+                                        {"capacity", 50},
+                                        {"maximum-capacity", 100},
+                                        {"acl_submit_applications", "alice"}},
+                                       {{"name", "prod"},
+                                        {"capacity", 50},
+                                        {"maximum-capacity", 100},
+                                        {"acl_submit_applications", "bob"}}})}});
+  StartServer();
+  // Each instance appends a line to its own file in the assembly's shared directory every
+  // 0.1 s: "progress" that the test can watch grow.
+  auto gang = [](const std::string& name, const std::string& queue) {
+    const std::string work =
+        "while :; do echo $CUDA_VISIBLE_DEVICES >> $TARN_SHARED_DIR/$TARN_INSTANCE; sleep 0.1; "
+        "done";
+    return json{
+        {"name", name},
+        {"version", "1"},
+        {"queue", queue},
+        {"components",
+         json::array({{{"name", "ps"},
+                       {"number_of_containers", 1},
+                       {"launch_command", work},
+                       {"resource", {{"cpus", 1}, {"memory", "64"}}},
+                       {"configuration",
+                        {{"properties", {{"tarn.tf.role", "ps"}, {"tarn.ports", "grpc:2222"}}}}}},
+                      {{"name", "worker"},
+                       {"number_of_containers", 2},
+                       {"launch_command", work},
+                       {"resource",
+                        {{"cpus", 1},
+                         {"memory", "64"},
+                         {"additional", {{"yarn.io/gpu", {{"value", 1}}}}}}},
+                       {"configuration",
+                        {{"properties",
+                          {{"tarn.tf.role", "worker"}, {"tarn.ports", "grpc:2222"}}}}}}})}};
+  };
+  ASSERT_EQ(Call("POST", "/app/v1/services", gang("train", "research"), "alice").status, 202);
+  ASSERT_EQ(Call("POST", "/app/v1/services", gang("train", "prod"), "bob").status, 202);
+  // Queues are enforced: bob may not submit to alice's queue.
+  EXPECT_EQ(Call("POST", "/app/v1/services", gang("sneaky", "research"), "bob").status, 403);
+  ASSERT_TRUE(WaitState("train", "STABLE", 30s, "alice"));
+  ASSERT_TRUE(WaitState("train", "STABLE", 30s, "bob"));
+  auto lines = [&](const std::string& user, const std::string& name,
+                   const std::string& instance) {
+    const std::string text = ReadAll(state_ + "/shared/" + user + "/" + name + "/" + instance);
+    return std::count(text.begin(), text.end(), '\n');
+  };
+  // Both progress, on four distinct GPUs.
+  for (const char* user : {"alice", "bob"}) {
+    for (const char* instance : {"ps-0", "worker-0", "worker-1"}) {
+      const auto before = lines(user, "train", instance);
+      WaitFor(std::string(user) + "'s " + instance + " to progress", 10s,
+              [&] { return lines(user, "train", instance) > before + 2; });
+    }
+  }
+  std::set<int> gpus;
+  for (const char* user : {"alice", "bob"}) {
+    Reply r = Call("GET", "/app/v1/services/train", json(), user);
+    for (const json& i : r.body["components"][1]["containers"]) {
+      ASSERT_EQ(i["gpus"].size(), 1u) << i.dump();
+      gpus.insert(i["gpus"][0].get<int>());
+    }
+  }
+  EXPECT_EQ(gpus, (std::set<int>{0, 1, 2, 3}));
+  // A third gang waits, and says why.
+  ASSERT_EQ(Call("POST", "/app/v1/services", gang("more", "research"), "alice").status, 202);
+  std::string reason;
+  WaitFor("the third gang to say why it waits", 10s, [&] {
+    Reply r = Call("GET", "/app/v1/services/more", json(), "alice");
+    reason = r.body["components"][1]["containers"][0].value("diagnostics", "");
+    return r.body["components"][1]["containers"][0].value("state", "") == "PENDING" &&
+           reason.find("GPU") != std::string::npos;
+  });
+  EXPECT_NE(reason.find("GPU"), std::string::npos) << reason;
+  std::this_thread::sleep_for(1s);
+  EXPECT_EQ(lines("alice", "more", "worker-0"), 0);
+  // bob's assembly goes: alice's third gang starts in the room it leaves.
+  ASSERT_EQ(Call("DELETE", "/app/v1/services/train", json(), "bob").status, 200);
+  ASSERT_TRUE(WaitState("more", "STABLE", 30s, "alice"));
+  WaitFor("the third gang to progress", 10s, [&] { return lines("alice", "more", "worker-1") > 2; });
+  EXPECT_GT(lines("alice", "train", "worker-0"), 0);
+}
+
 TEST_F(ServerTest, BadRequestsGetClearErrors) {
   StartServer();
   auto diag = [](const Reply& r) { return r.body.value("diagnostics", std::string()); };
