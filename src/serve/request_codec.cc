@@ -8,6 +8,7 @@
 
 #include "common/base64.h"
 #include "serve/image_decode.h"
+#include "serve/json_reader.h"
 
 namespace tarn::serve {
 namespace {
@@ -17,10 +18,10 @@ using nlohmann::json;
 constexpr int kMaxDepth = 8;
 constexpr int64_t kMaxElements = 64 << 20;
 
-StatusOr<json> ParseBody(std::string_view body) {
-  json j = json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgumentError("request body: not valid JSON");
-  if (!j.is_object()) return InvalidArgumentError("request body: not a JSON object");
+StatusOr<Json> ParseBody(std::string_view body) {
+  auto j = ParseJson(body);
+  if (!j.ok()) return InvalidArgumentError("request body: " + j.status().message());
+  if (!j->is_object()) return InvalidArgumentError("request body: not a JSON object");
   return j;
 }
 
@@ -29,7 +30,7 @@ enum class Scale { kNone, kPixels };
 
 // Appends the numbers of a nested list to `out`, checking that it is rectangular; `shape`
 // receives the dimensions found.
-Status Flatten(const json& v, int depth, Scale scale, std::vector<int64_t>& shape,
+Status Flatten(const Json& v, int depth, Scale scale, std::vector<int64_t>& shape,
                std::vector<float>& out, const std::string& where) {
   if (v.is_array()) {
     if (depth >= kMaxDepth) return InvalidArgumentError(where + ": nested too deeply");
@@ -41,7 +42,9 @@ Status Flatten(const json& v, int depth, Scale scale, std::vector<int64_t>& shap
                                   std::to_string(shape[depth]) + ")");
     }
     if (v.empty()) return OkStatus();
-    for (const json& e : v) RETURN_IF_ERROR(Flatten(e, depth + 1, scale, shape, out, where));
+    for (const Json& e : v.elements()) {
+      RETURN_IF_ERROR(Flatten(e, depth + 1, scale, shape, out, where));
+    }
     return OkStatus();
   }
   if (static_cast<size_t>(depth) != shape.size()) {
@@ -55,12 +58,13 @@ Status Flatten(const json& v, int depth, Scale scale, std::vector<int64_t>& shap
                                 " numbers");
   }
   if (scale == Scale::kPixels) {
-    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 255) {
-      return InvalidArgumentError(where + ": " + v.dump() + " is not a pixel value 0-255");
+    if (!v.is_number_integer() || v.integer() < 0 || v.integer() > 255) {
+      return InvalidArgumentError(where + ": " + v.dump().substr(0, 40) +
+                                  " is not a pixel value 0-255");
     }
-    out.push_back(static_cast<float>(v.get<int64_t>()) / 255.0f);
+    out.push_back(static_cast<float>(v.integer()) / 255.0f);
   } else {
-    out.push_back(v.get<float>());
+    out.push_back(static_cast<float>(v.number()));
   }
   return OkStatus();
 }
@@ -86,12 +90,12 @@ std::string InputShapeText(const ModelMeta& meta) {
   return s;
 }
 
-bool IsBinary(const json& v) { return v.is_object() && v.size() == 1 && v.contains("b64"); }
+bool IsBinary(const Json& v) { return v.is_object() && v.size() == 1 && v.contains("b64"); }
 
 // A {"b64": ...} value: a PNG or JPEG fitted to the model's [C, H, W].
-Status DecodeBinary(const json& v, const ModelMeta& meta, std::vector<float>& out,
+Status DecodeBinary(const Json& v, const ModelMeta& meta, std::vector<float>& out,
                     const std::string& where) {
-  const json& text = v["b64"];
+  const Json& text = *v.find("b64");
   if (!text.is_string()) return InvalidArgumentError(where + ".b64: not a string");
   if (meta.input_shape.size() != 3 ||
       (meta.input_shape[0] != 1 && meta.input_shape[0] != 3)) {
@@ -99,7 +103,7 @@ Status DecodeBinary(const json& v, const ModelMeta& meta, std::vector<float>& ou
                                 ": binary (b64) inputs need a model whose meta.json gives an "
                                 "image input_shape [1 or 3, H, W]");
   }
-  auto bytes = Base64Decode(text.get<std::string>());
+  auto bytes = Base64Decode(text.str());
   if (!bytes.ok()) return InvalidArgumentError(where + ".b64: " + bytes.status().message());
   auto pixels = DecodeImage(*bytes, static_cast<int>(meta.input_shape[0]),
                             static_cast<int>(meta.input_shape[1]),
@@ -110,7 +114,7 @@ Status DecodeBinary(const json& v, const ModelMeta& meta, std::vector<float>& ou
 }
 
 // One example (row format): numbers or an image, appended to `batch`.
-Status AddExample(const json& v, const ModelMeta& meta, Tensor& batch, const std::string& where) {
+Status AddExample(const Json& v, const ModelMeta& meta, Tensor& batch, const std::string& where) {
   if (IsBinary(v)) {
     RETURN_IF_ERROR(DecodeBinary(v, meta, batch.data, where));
     if (batch.shape.empty()) batch.shape = {0, meta.input_shape[0], meta.input_shape[1],
@@ -147,25 +151,26 @@ Status AddExample(const json& v, const ModelMeta& meta, Tensor& batch, const std
 }
 
 // A row's value: the example itself, or {"name": example} for a model's one named input.
-StatusOr<const json*> Unname(const json& v, const std::string& where) {
+StatusOr<const Json*> Unname(const Json& v, const std::string& where) {
   if (!v.is_object() || IsBinary(v)) return &v;
   if (v.size() != 1) {
     return InvalidArgumentError(where + ": names " + std::to_string(v.size()) +
                                 " inputs; the model takes one");
   }
-  return &v.begin().value();
+  return &v.members()[0].second;
 }
 
-StatusOr<int> ParseTopK(const json& j, const ModelMeta& meta) {
-  auto it = j.find("top_k");
-  if (it == j.end()) return 0;
-  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > 1000) {
-    return InvalidArgumentError("top_k: " + it->dump() + " is not an integer in [0, 1000]");
+StatusOr<int> ParseTopK(const Json& j, const ModelMeta& meta) {
+  const Json* k = j.find("top_k");
+  if (k == nullptr) return 0;
+  if (!k->is_number_integer() || k->integer() < 0 || k->integer() > 1000) {
+    return InvalidArgumentError("top_k: " + k->dump().substr(0, 40) +
+                                " is not an integer in [0, 1000]");
   }
-  if (meta.labels.empty() && it->get<int64_t>() > 0) {
+  if (meta.labels.empty() && k->integer() > 0) {
     return InvalidArgumentError("top_k: the model's meta.json has no labels");
   }
-  return static_cast<int>(it->get<int64_t>());
+  return static_cast<int>(k->integer());
 }
 
 void AppendRow(std::string& out, const float* row, int64_t n) {
@@ -238,13 +243,12 @@ void AppendJsonFloat(std::string& out, float v) {
 }
 
 StatusOr<PredictRequest> ParsePredictRequest(std::string_view body, const ModelMeta& meta) {
-  ASSIGN_OR_RETURN(json j, ParseBody(body));
+  ASSIGN_OR_RETURN(Json j, ParseBody(body));
   PredictRequest r;
   ASSIGN_OR_RETURN(r.top_k, ParseTopK(j, meta));
-  if (auto it = j.find("signature_name"); it != j.end()) {
-    if (!it->is_string() || (it->get<std::string>() != "serving_default" &&
-                             !it->get<std::string>().empty())) {
-      return InvalidArgumentError("signature_name: " + it->dump() +
+  if (const Json* s = j.find("signature_name")) {
+    if (!s->is_string() || (s->str() != "serving_default" && !s->str().empty())) {
+      return InvalidArgumentError("signature_name: " + s->dump().substr(0, 80) +
                                   " is not a signature of this model (it has serving_default)");
     }
   }
@@ -256,19 +260,19 @@ StatusOr<PredictRequest> ParsePredictRequest(std::string_view body, const ModelM
         "(columnar format)");
   }
   if (has_instances) {
-    const json& instances = j["instances"];
+    const Json& instances = *j.find("instances");
     if (!instances.is_array() || instances.empty()) {
       return InvalidArgumentError("instances: must be a non-empty list of examples");
     }
     for (size_t i = 0; i < instances.size(); ++i) {
       const std::string where = "instances[" + std::to_string(i) + "]";
-      ASSIGN_OR_RETURN(const json* example, Unname(instances[i], where));
+      ASSIGN_OR_RETURN(const Json* example, Unname(instances[i], where));
       RETURN_IF_ERROR(AddExample(*example, meta, r.input, where));
     }
     return r;
   }
   r.columnar = true;
-  ASSIGN_OR_RETURN(const json* inputs, Unname(j["inputs"], "inputs"));
+  ASSIGN_OR_RETURN(const Json* inputs, Unname(*j.find("inputs"), "inputs"));
   if (!inputs->is_array() || inputs->empty()) {
     return InvalidArgumentError("inputs: must be a non-empty list (the batch) of examples");
   }
@@ -294,36 +298,36 @@ std::string FormatPredictResponse(const Tensor& output, const PredictRequest& re
 }
 
 StatusOr<PredictRequest> ParseInferRequest(std::string_view body, const ModelMeta& meta) {
-  ASSIGN_OR_RETURN(json j, ParseBody(body));
+  ASSIGN_OR_RETURN(Json j, ParseBody(body));
   PredictRequest r;
-  if (auto it = j.find("id"); it != j.end()) {
-    if (!it->is_string()) return InvalidArgumentError("id: not a string");
-    r.id = it->get<std::string>();
+  if (const Json* id = j.find("id")) {
+    if (!id->is_string()) return InvalidArgumentError("id: not a string");
+    r.id = id->str();
   }
-  auto inputs = j.find("inputs");
-  if (inputs == j.end() || !inputs->is_array() || inputs->size() != 1) {
+  const Json* inputs = j.find("inputs");
+  if (inputs == nullptr || !inputs->is_array() || inputs->size() != 1) {
     return InvalidArgumentError("inputs: must be a list of one tensor (the model has one input)");
   }
-  const json& in = (*inputs)[0];
+  const Json& in = (*inputs)[0];
   if (!in.is_object()) return InvalidArgumentError("inputs[0]: not an object");
   for (const char* field : {"name", "shape", "datatype", "data"}) {
     if (!in.contains(field)) {
       return InvalidArgumentError(std::string("inputs[0].") + field + ": missing");
     }
   }
-  if (!in["name"].is_string()) return InvalidArgumentError("inputs[0].name: not a string");
-  const json& shape = in["shape"];
+  if (!in.find("name")->is_string()) return InvalidArgumentError("inputs[0].name: not a string");
+  const Json& shape = *in.find("shape");
   if (!shape.is_array() || shape.size() < 2 || shape.size() > 5) {
     return InvalidArgumentError("inputs[0].shape: must list the batch size and the example's "
                                 "dimensions, e.g. [1, 1, 28, 28]");
   }
   std::vector<int64_t> dims;
   int64_t elements = 1;
-  for (const json& d : shape) {
-    if (!d.is_number_integer() || d.get<int64_t>() < 0 || d.get<int64_t>() > kMaxElements) {
-      return InvalidArgumentError("inputs[0].shape: " + d.dump() + " is not a size");
+  for (const Json& d : shape.elements()) {
+    if (!d.is_number_integer() || d.integer() < 0 || d.integer() > kMaxElements) {
+      return InvalidArgumentError("inputs[0].shape: " + d.dump().substr(0, 40) + " is not a size");
     }
-    dims.push_back(d.get<int64_t>());
+    dims.push_back(d.integer());
     elements *= dims.back();
     if (elements > kMaxElements) return InvalidArgumentError("inputs[0].shape: too large");
   }
@@ -333,18 +337,20 @@ StatusOr<PredictRequest> ParseInferRequest(std::string_view body, const ModelMet
                                 " does not match the model's input [N] + " + InputShapeText(meta));
   }
   if (dims[0] == 0) return InvalidArgumentError("inputs[0].shape: the batch is empty");
-  const json& datatype = in["datatype"];
+  const Json& datatype = *in.find("datatype");
+  const std::string type = datatype.is_string() ? datatype.str() : "";
   Scale scale;
-  if (datatype == "FP32") {
+  if (type == "FP32") {
     scale = Scale::kNone;
-  } else if (datatype == "UINT8" || datatype == "INT64") {
+  } else if (type == "UINT8" || type == "INT64") {
     scale = Scale::kPixels;
   } else {
-    return InvalidArgumentError("inputs[0].datatype: " + datatype.dump() +
+    return InvalidArgumentError("inputs[0].datatype: " + datatype.dump().substr(0, 40) +
                                 " is not supported (FP32, or UINT8/INT64 pixel values 0-255)");
   }
   std::vector<int64_t> data_shape;
-  RETURN_IF_ERROR(Flatten(in["data"], 0, scale, data_shape, r.input.data, "inputs[0].data"));
+  RETURN_IF_ERROR(
+      Flatten(*in.find("data"), 0, scale, data_shape, r.input.data, "inputs[0].data"));
   if (static_cast<int64_t>(r.input.data.size()) != elements) {
     return InvalidArgumentError("inputs[0].data: " + std::to_string(r.input.data.size()) +
                                 " values for shape " + ShapeString(dims) + " (" +

@@ -1,9 +1,11 @@
 // libFuzzer target for the parsers of tarn-serve that take outside input: the bodies of
 // TF Serving predict and KServe infer requests, PNG/JPEG images, and the model config,
 // batching and meta.json files. The first byte chooses the parser; the rest is its input.
-// Beyond "no crash, no sanitizer report" it checks the parsers' contracts: a parsed
-// request's tensor holds exactly shape's product of values, in the model's example shape;
-// a response built from it is valid JSON; a decoded image has C x H x W values in [0, 1].
+// Beyond "no crash, no sanitizer report" it checks the parsers' contracts: tarn-serve's JSON
+// reader agrees with nlohmann::json; a parsed request's tensor holds exactly shape's product
+// of values, in the model's example shape; a response built from it is valid JSON; a decoded
+// image has C x H x W values in [0, 1].
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +14,7 @@
 #include <string_view>
 
 #include "serve/image_decode.h"
+#include "serve/json_reader.h"
 #include "serve/model_meta.h"
 #include "serve/request_codec.h"
 #include "serve/serve_config.h"
@@ -35,6 +38,29 @@ const ModelMeta& Meta() {
     return m;
   }();
   return meta;
+}
+
+// tarn-serve's own JSON reader against nlohmann::json: the same texts accepted, the same
+// values read. Skipped where they differ by design: nesting beyond kMaxJsonDepth (an error
+// there only), integers beyond int64 (uint64 in nlohmann, a double there), and NUL bytes
+// (nlohmann stops reading at the first one; there they are an error).
+void CheckJsonReader(std::string_view text) {
+  size_t opens = 0, digits = 0, longest = 0;
+  for (char c : text) {
+    opens += c == '[' || c == '{';
+    digits = (c >= '0' && c <= '9') ? digits + 1 : 0;
+    longest = std::max(longest, digits);
+  }
+  if (opens > static_cast<size_t>(kMaxJsonDepth) || longest >= 19 ||
+      text.find('\0') != std::string_view::npos) {
+    return;
+  }
+  auto mine = ParseJson(text);
+  const auto theirs = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  Require(mine.ok() == !theirs.is_discarded(), "the JSON reader accepts what nlohmann accepts");
+  if (mine.ok()) {
+    Require(nlohmann::json::parse(mine->dump()) == theirs, "the JSON reader reads the same values");
+  }
 }
 
 void CheckRequest(const tarn::StatusOr<PredictRequest>& r, bool v2) {
@@ -62,9 +88,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view input(reinterpret_cast<const char*>(data) + 1, size - 1);
   switch (data[0] % 4) {
     case 0:
+      CheckJsonReader(input);
       CheckRequest(ParsePredictRequest(input, Meta()), false);
       break;
     case 1:
+      CheckJsonReader(input);
       CheckRequest(ParseInferRequest(input, Meta()), true);
       break;
     case 2: {
