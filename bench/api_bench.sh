@@ -22,6 +22,8 @@ log() { echo "api_bench: $*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
 # instance_pids, http, stop_tarn_server, kill_leftovers_and_clean
 source bench/lib.sh
+# nginx_config
+source bench/nginx_peer.sh
 
 [[ $(id -u) -eq 0 ]] || die "needs root (tarn server runs containers in namespaces/cgroups)"
 [[ -x "$TARN" ]] || die "$TARN is not an executable; run scripts/build"
@@ -109,34 +111,7 @@ log "assembly $NAME STABLE; GET body $BODY_BYTES bytes"
 
 # --- nginx ---------------------------------------------------------------------------------
 NGINX_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-mkdir -p "$DIR/nginx/tmp"
-cat >"$DIR/nginx/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes auto;
-pid $DIR/nginx/nginx.pid;
-error_log $DIR/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  default_type application/json;
-  sendfile on;
-  tcp_nopush on;
-  tcp_nodelay on;
-  keepalive_timeout 65;
-  keepalive_requests 1000000;
-  client_body_temp_path $DIR/nginx/tmp/body;
-  proxy_temp_path $DIR/nginx/tmp/proxy;
-  fastcgi_temp_path $DIR/nginx/tmp/fastcgi;
-  uwsgi_temp_path $DIR/nginx/tmp/uwsgi;
-  scgi_temp_path $DIR/nginx/tmp/scgi;
-  server {
-    listen 127.0.0.1:$NGINX_PORT;
-    root $DIR/www;
-    location / { }
-  }
-}
-EOF
+nginx_config "$DIR" "$NGINX_PORT" auto
 /usr/sbin/nginx -p "$DIR/nginx" -e "$DIR/nginx/error.log" -c "$DIR/nginx/nginx.conf" \
   >"$DIR/nginx/stdout.log" 2>&1 </dev/null &
 NGINX_PID=$!

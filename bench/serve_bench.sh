@@ -37,6 +37,8 @@ LUA=$(readlink -f bench/serve_predict.lua)
 
 log() { echo "serve_bench: $*" >&2; }
 die() { log "FAILED: $*"; exit 1; }
+# nginx_config
+source bench/nginx_peer.sh
 
 [[ -x "$SERVE" ]] || die "$SERVE is not an executable; run scripts/build"
 [[ -x "$PEER" ]] || die "$PEER is not an executable; run scripts/build"
@@ -293,36 +295,10 @@ import socket
 s = socket.socket()
 s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])')
-mkdir -p "$DIR/nginx/tmp" "$DIR/www/v2/health"
+mkdir -p "$DIR/www/v2/health"
 cp "$DIR/live_body" "$DIR/www/v2/health/live"
 chmod -R a+rX "$DIR/www"
-cat >"$DIR/nginx/nginx.conf" <<EOF
-daemon off;
-master_process on;
-worker_processes 1;
-pid $DIR/nginx/nginx.pid;
-error_log $DIR/nginx/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  default_type application/json;
-  sendfile on;
-  tcp_nopush on;
-  tcp_nodelay on;
-  keepalive_timeout 65;
-  keepalive_requests 1000000;
-  client_body_temp_path $DIR/nginx/tmp/body;
-  proxy_temp_path $DIR/nginx/tmp/proxy;
-  fastcgi_temp_path $DIR/nginx/tmp/fastcgi;
-  uwsgi_temp_path $DIR/nginx/tmp/uwsgi;
-  scgi_temp_path $DIR/nginx/tmp/scgi;
-  server {
-    listen 127.0.0.1:$NGINX_PORT;
-    root $DIR/www;
-    location / { }
-  }
-}
-EOF
+nginx_config "$DIR" "$NGINX_PORT" 1
 taskset -c 1 /usr/sbin/nginx -p "$DIR/nginx" -e "$DIR/nginx/error.log" -c "$DIR/nginx/nginx.conf" \
   >"$DIR/nginx/stdout.log" 2>&1 </dev/null &
 NGINX_PID=$!

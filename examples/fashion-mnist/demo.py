@@ -387,7 +387,7 @@ def main():
                 client.start()
             chief = next(iter(instances(status, "worker")), {})
             chief_done = chief.get("state") == "SUCCEEDED"
-            progress = last_progress(tarn.log_tail("worker-0"))
+            progress = progress_line(tarn.log_tail("worker-0"))
             shared = status.get("shared_dir", "")
             exported = exported_versions(os.path.join(shared, "models", MODEL))
             line = (f"[{elapsed:4.0f}s] ps {'%d/%d' % ready(status, 'ps')}, "
@@ -501,7 +501,7 @@ def check_faults(tarn, faults):
         ok = False
     out = tarn.log_tail("worker-0", 1 << 20)
     m = re.search(r"resuming from the checkpoint of step (\d+)", out)
-    first = last_progress_first(out)
+    first = progress_line(out, first=True)
     if (not m or first is None or int(m.group(1)) != faults.chief_checkpoint
             or first.get("step", 0) < int(m.group(1))):
         log(f"   the restarted chief did not resume from its last checkpoint  <- WRONG "
@@ -515,22 +515,14 @@ def check_faults(tarn, faults):
     return ok
 
 
-def last_progress_first(text):
-    for line in text.splitlines():
-        if line.startswith("{") and '"step"' in line:
-            try:
-                return json.loads(line)
-            except ValueError:
-                continue
-    return None
-
-
 def instances_command(doc, component):
     return next(c["launch_command"] for c in doc["components"] if c["name"] == component)
 
 
-def last_progress(text):
-    for line in reversed(text.splitlines()):
+def progress_line(text, first=False):
+    """The last (or first) JSON progress line of a tarn-train log, parsed; None if none."""
+    lines = text.splitlines()
+    for line in (lines if first else reversed(lines)):
         if line.startswith("{") and '"step"' in line:
             try:
                 return json.loads(line)
