@@ -226,11 +226,11 @@ class Client(threading.Thread):
             time.sleep(0.05)
 
 
-def workload_pids(instance):
-    """The workload processes (tarn-train, tarn-serve) of one of the demo's instances, found
-    by the environment tarn gives each instance."""
-    want = [f"TARN_ASSEMBLY={NAME}".encode(), f"TARN_USER={USER}".encode(),
-            f"TARN_INSTANCE={instance}".encode()]
+def workload_pids(instance, shared_dir):
+    """The workload processes (tarn-train, tarn-serve) of one of this run's instances, found
+    by the environment tarn gives each instance. The assembly's shared directory is under
+    this run's state directory, so another demo on the machine never matches."""
+    want = [f"TARN_SHARED_DIR={shared_dir}".encode(), f"TARN_INSTANCE={instance}".encode()]
     pids = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -289,7 +289,7 @@ class Faults:
         if what == "worker-0":
             steps = re.findall(r"checkpoint of step (\d+)", self.tarn.log_tail("worker-0", 1 << 20))
             self.chief_checkpoint = int(steps[-1]) if steps else None
-        pids = workload_pids(what)
+        pids = workload_pids(what, status["shared_dir"])
         before = restarts(status, what)[0]
         log(f"   kill -9 {what} (pid {','.join(map(str, pids)) or 'not found'})")
         for pid in pids:
@@ -490,7 +490,7 @@ def check_faults(tarn, faults):
         for i in c.get("containers", []):
             name = i["component_instance_name"]
             want = 1 if name in killed else 0
-            pids = workload_pids(name)
+            pids = workload_pids(name, status["shared_dir"])
             good = i.get("restarts", 0) == want and len(pids) <= 1
             log(f"   {name}: restarts {i.get('restarts', 0)} (expected {want}), "
                 f"{len(pids)} process(es), {i.get('state')}{'' if good else '  <- WRONG'}")
