@@ -97,7 +97,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
   }
   ASSIGN_OR_RETURN(torch::jit::Module model, LoadModel(t.model, t.seed));
   try {
-    at::set_num_threads(std::max(1, t.threads));
+    SetUpTorch(t.threads, t.jit_optimize);
     const int64_t trainers = c.TrainerCount(), rank = c.TrainerRank();
     // This worker's shard: every trainers-th image from its rank.
     std::vector<int64_t> order;
@@ -162,9 +162,13 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     Progress& progress = reporter.progress();
     const auto start = std::chrono::steady_clock::now();
     auto last_export = start, last_checkpoint = start;
+    // Time spent evaluating, exporting and checkpointing, left out of the training
+    // throughput (samples/s counts training steps, as tarn-train alone and the peers do).
+    std::chrono::steady_clock::duration paused{};
     int64_t last_checkpoint_step = 0;
     int64_t epoch = start_epoch, position = start_position;  // the batches done this epoch
     auto checkpoint_now = [&]() -> Status {
+      const auto began = std::chrono::steady_clock::now();
       ASSIGN_OR_RETURN(PsClient::ModelState state, client->Snapshot());
       Checkpoint ck;
       ck.step = state.step;
@@ -177,6 +181,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       log(TaskName(c) + ": checkpoint of step " + std::to_string(ck.step) + " (epoch " +
           std::to_string(epoch) + ", batch " + std::to_string(position) + ")");
       last_checkpoint = std::chrono::steady_clock::now();
+      paused += last_checkpoint - began;
       last_checkpoint_step = ck.step;
       progress.checkpoint_step = ck.step;
       return OkStatus();
@@ -195,12 +200,18 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       return OkStatus();
     };
     int64_t samples = 0, step = 0;
+    int64_t evaluated_step = -1;
     auto export_now = [&]() -> Status {
+      const auto began = std::chrono::steady_clock::now();
       ASSIGN_OR_RETURN(step, client->Pull(params));
+      evaluated_step = step;
       result.accuracy = Evaluate(model, *test);
       progress.accuracy = result.accuracy;
       log("step " + std::to_string(step) + ": test accuracy " + std::to_string(result.accuracy));
-      if (t.export_base.empty()) return OkStatus();
+      if (t.export_base.empty()) {
+        paused += std::chrono::steady_clock::now() - began;
+        return OkStatus();
+      }
       nlohmann::json meta = {{"model", t.model},
                              {"input_shape", {1, train.rows, train.cols}},
                              {"dtype", "float32"},
@@ -208,10 +219,12 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
                              {"accuracy", result.accuracy},
                              {"step", step}};
       ASSIGN_OR_RETURN(result.exported_version,
-                       ExportVersion(model, t.export_base, t.model_name, meta));
+                       ExportVersion(model, t.export_base, t.model_name, meta, t.keep_versions));
+      progress.exported_version = result.exported_version;
       log("exported " + t.export_base + "/" + t.model_name + "/" +
           std::to_string(result.exported_version));
       last_export = std::chrono::steady_clock::now();
+      paused += last_export - began;
       return OkStatus();
     };
     bool done = false;
@@ -276,11 +289,12 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       if (c.IsChief()) RETURN_IF_ERROR(export_now());
     }
     const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start - paused).count();
     result.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
     if (c.IsChief() && !o.checkpoint_dir.empty()) RETURN_IF_ERROR(checkpoint_now());
-    // Stopped mid-epoch (max_steps), or resumed with nothing left to do: export what there is.
-    if (c.IsChief() && (done || progress.exported_version == 0)) RETURN_IF_ERROR(export_now());
+    // Stopped mid-epoch (max_steps), or resumed with nothing left to do: export what there is
+    // (not a second time when the last epoch's end already did, at this step).
+    if (c.IsChief() && evaluated_step != step) RETURN_IF_ERROR(export_now());
     log(TaskName(c) + " done: " + std::to_string(result.steps) + " steps of its own, global step " +
         std::to_string(step) + ", " +
         std::to_string(static_cast<int64_t>(result.samples_per_second)) + " samples/s");

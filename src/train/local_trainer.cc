@@ -32,7 +32,7 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
   }
   ASSIGN_OR_RETURN(torch::jit::Module model, LoadModel(o.model, o.seed));
   try {
-    at::set_num_threads(std::max(1, o.threads));
+    SetUpTorch(o.threads, o.jit_optimize);
     torch::manual_seed(o.seed);
     std::vector<torch::Tensor> params;
     for (const auto& [name, p] : NamedParameters(model)) params.push_back(p);

@@ -30,6 +30,9 @@ struct LocalTrainingOptions {
   double learning_rate = 1e-3;
   double momentum = 0.9;
   int threads = 1;  // intra-op threads (at::set_num_threads)
+  // TorchScript's profiling graph executor (autodiff subgraphs, fusion). Off by default: on
+  // the CPU it made the CNN's backward pass slower (see SetUpTorch).
+  bool jit_optimize = false;
   uint64_t seed = 1;
   int keep_versions = 5;  // exported versions kept (0: all)
   // Event lines ("exported ...") and, every log_every_secs, a JSON progress line; may be

@@ -55,6 +55,8 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "intra-op threads (default: $TARN_VCORES)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed)->capture_default_str();
+  app.add_flag("--jit_optimize", o.jit_optimize,
+               "let TorchScript's graph executor profile and fuse (slower on the CPU here)");
   app.add_option("--job_name", job_name, "ps or worker, when not from TF_CONFIG");
   app.add_option("--task_index", task_index);
   app.add_option("--ps_hosts", ps_hosts);

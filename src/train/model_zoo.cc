@@ -1,7 +1,10 @@
 #include "train/model_zoo.h"
 
 #include <sys/stat.h>
+#include <ATen/Parallel.h>
+#include <torch/csrc/jit/runtime/graph_executor.h>
 
+#include <algorithm>
 #include <cmath>
 
 namespace tarn::train {
@@ -90,6 +93,11 @@ std::vector<std::pair<std::string, torch::Tensor>> NamedParameters(const torch::
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& p : m.named_parameters(/*recurse=*/true)) out.emplace_back(p.name, p.value);
   return out;
+}
+
+void SetUpTorch(int threads, bool jit_optimize) {
+  at::set_num_threads(std::max(1, threads));
+  torch::jit::setGraphExecutorOptimize(jit_optimize);
 }
 
 }  // namespace tarn::train
