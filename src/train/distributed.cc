@@ -98,6 +98,8 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
   ASSIGN_OR_RETURN(torch::jit::Module model, LoadModel(t.model, t.seed));
   try {
     SetUpTorch(t.threads, t.jit_optimize);
+    ASSIGN_OR_RETURN(const torch::Device device, ChooseDevice(t.device));
+    model.to(device);
     const int64_t trainers = c.TrainerCount(), rank = c.TrainerRank();
     // This worker's shard: every trainers-th image from its rank.
     std::vector<int64_t> order;
@@ -111,7 +113,8 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     co.plan = PlanShards(ParameterSizes(model), static_cast<int>(co.servers.size()));
     co.log = t.log;
     ASSIGN_OR_RETURN(auto client, PsClient::Connect(co));
-    std::vector<float*> params = ParameterData(model);
+    HostParameters host(model);
+    const std::vector<float*>& params = host.params();
     // The newest checkpoint of this model and optimiser; NOT_FOUND when there is none (or
     // no --checkpoint_dir), an error when the newest is of something else.
     auto newest_checkpoint = [&]() -> StatusOr<Checkpoint> {
@@ -149,12 +152,13 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       }
     }
     if (c.IsChief() && !client->initialized()) {
+      host.FromModel();
       RETURN_IF_ERROR(client->Init(params));
       log(TaskName(c) + ": initialised the parameter servers");
     }
     log(TaskName(c) + ": training on " + std::to_string(order.size()) + " images (rank " +
         std::to_string(rank) + " of " + std::to_string(trainers) + ", " +
-        (client->sync() ? "synchronous" : "asynchronous") + ")");
+        (client->sync() ? "synchronous" : "asynchronous") + ", on " + device.str() + ")");
 
     model.train();
     LocalTrainingResult result;
@@ -204,6 +208,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     auto export_now = [&]() -> Status {
       const auto began = std::chrono::steady_clock::now();
       ASSIGN_OR_RETURN(step, client->Pull(params));
+      host.ToModel();
       evaluated_step = step;
       result.accuracy = Evaluate(model, *test);
       progress.accuracy = result.accuracy;
@@ -239,6 +244,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       torch::Tensor images, labels;
       while (!done && loader.Next(&images, &labels)) {
         ASSIGN_OR_RETURN(step, client->Pull(params));
+        host.ToModel();
         if (t.max_steps > 0 && step >= t.max_steps) {
           done = true;
           break;
@@ -246,11 +252,13 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
         for (auto& [name, p] : NamedParameters(model)) {
           if (p.mutable_grad().defined()) p.mutable_grad().zero_();
         }
+        images = images.to(device);
+        labels = labels.to(device);
         torch::Tensor logits = model.forward({images}).toTensor();
         torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
         loss.backward();
         const int64_t pulled_at = step;
-        StatusOr<int64_t> pushed = client->Push(GradientData(model));
+        StatusOr<int64_t> pushed = client->Push(host.Gradients());
         if (!pushed.ok() && IsNotInitialized(pushed.status())) {
           // A ps restarted and lost its share. The chief gives it back its part of the newest
           // checkpoint (the servers that kept theirs ignore it), or else of its last pull;

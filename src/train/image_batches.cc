@@ -31,6 +31,7 @@ torch::Tensor LabelBatch(const ImageSet& set, const std::vector<int64_t>& order,
 
 double Evaluate(torch::jit::Module& model, const ImageSet& set) {
   torch::NoGradGuard no_grad;
+  const torch::Device device = NamedParameters(model).front().second.device();
   model.eval();
   std::vector<int64_t> order(set.count);
   std::iota(order.begin(), order.end(), 0);
@@ -41,8 +42,12 @@ double Evaluate(torch::jit::Module& model, const ImageSet& set) {
   constexpr size_t kChunk = 256;
   for (size_t begin = 0; begin < order.size(); begin += kChunk) {
     const size_t end = std::min(order.size(), begin + kChunk);
-    torch::Tensor logits = model.forward({ImageBatch(set, order, begin, end)}).toTensor();
-    correct += logits.argmax(1).eq(LabelBatch(set, order, begin, end)).sum().item<int64_t>();
+    torch::Tensor logits =
+        model.forward({ImageBatch(set, order, begin, end).to(device)}).toTensor();
+    correct += logits.argmax(1)
+                   .eq(LabelBatch(set, order, begin, end).to(device))
+                   .sum()
+                   .item<int64_t>();
   }
   model.train();
   return static_cast<double>(correct) / static_cast<double>(set.count);
@@ -108,6 +113,50 @@ std::vector<float*> GradientData(const torch::jit::Module& model) {
       g = p.mutable_grad();
     }
     out.push_back(g.data_ptr<float>());
+  }
+  return out;
+}
+
+HostParameters::HostParameters(const torch::jit::Module& model) : model_(model) {
+  for (auto& [name, p] : NamedParameters(model)) {
+    device_params_.push_back(p);
+    if (!p.device().is_cpu()) on_host_ = false;
+  }
+  for (const torch::Tensor& p : device_params_) {
+    if (on_host_) {
+      param_data_.push_back(p.data_ptr<float>());
+      continue;
+    }
+    auto pinned = torch::TensorOptions().dtype(torch::kFloat32).pinned_memory(true);
+    host_params_.push_back(torch::empty(p.sizes(), pinned));
+    host_grads_.push_back(torch::zeros(p.sizes(), pinned));
+    param_data_.push_back(host_params_.back().data_ptr<float>());
+  }
+}
+
+void HostParameters::FromModel() {
+  if (on_host_) return;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < device_params_.size(); ++i) host_params_[i].copy_(device_params_[i]);
+}
+
+void HostParameters::ToModel() {
+  if (on_host_) return;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < device_params_.size(); ++i) device_params_[i].copy_(host_params_[i]);
+}
+
+std::vector<float*> HostParameters::Gradients() {
+  if (on_host_) return GradientData(model_);
+  std::vector<float*> out;
+  for (size_t i = 0; i < device_params_.size(); ++i) {
+    const torch::Tensor& g = device_params_[i].grad();
+    if (g.defined()) {
+      host_grads_[i].copy_(g);
+    } else {
+      host_grads_[i].zero_();
+    }
+    out.push_back(host_grads_[i].data_ptr<float>());
   }
   return out;
 }

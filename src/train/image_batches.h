@@ -21,7 +21,8 @@ torch::Tensor ImageBatch(const ImageSet& set, const std::vector<int64_t>& order,
 torch::Tensor LabelBatch(const ImageSet& set, const std::vector<int64_t>& order, size_t begin,
                          size_t end);
 
-// Top-1 accuracy of `model` on all of `set`, in batches of 1,000, without gradients.
+// Top-1 accuracy of `model` on all of `set`, in batches of 256, without gradients, on the
+// device the model's parameters are on.
 double Evaluate(torch::jit::Module& model, const ImageSet& set);
 
 // BatchLoader: makes the batches of one pass over `order` on its own thread, up to `depth`
@@ -55,8 +56,31 @@ class BatchLoader {
 };
 
 // The parameters' float32 storage, in registration order, for PsClient (and their
-// gradients, zero-filled where a parameter got none).
+// gradients, zero-filled where a parameter got none). CPU models only.
 std::vector<float*> ParameterData(const torch::jit::Module& model);
 std::vector<float*> GradientData(const torch::jit::Module& model);
+
+// HostParameters: the host memory a worker's PsClient pulls parameters into and pushes
+// gradients from, in registration order. For a model on the CPU that is the tensors' own
+// storage (no copy: the wire reads into them and writes from them). For a model on a GPU,
+// pinned host tensors: ToModel() copies a pull to the device, Gradients() copies the
+// gradients back. REQUIRES: the model outlives this and is not moved to another device.
+class HostParameters {
+ public:
+  explicit HostParameters(const torch::jit::Module& model);
+  // Where Pull writes (then ToModel) and Init reads (after FromModel).
+  const std::vector<float*>& params() const { return param_data_; }
+  void FromModel();  // the model's values into params(); nothing on the CPU
+  void ToModel();    // params() into the model; nothing on the CPU
+  // The model's gradients (zero where a parameter got none), on the host.
+  std::vector<float*> Gradients();
+
+ private:
+  const torch::jit::Module& model_;
+  bool on_host_ = true;
+  std::vector<torch::Tensor> device_params_;
+  std::vector<torch::Tensor> host_params_, host_grads_;  // GPU models only
+  std::vector<float*> param_data_;
+};
 
 }  // namespace tarn::train

@@ -33,6 +33,8 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
   ASSIGN_OR_RETURN(torch::jit::Module model, LoadModel(o.model, o.seed));
   try {
     SetUpTorch(o.threads, o.jit_optimize);
+    ASSIGN_OR_RETURN(const torch::Device device, ChooseDevice(o.device));
+    model.to(device);
     torch::manual_seed(o.seed);
     std::vector<torch::Tensor> params;
     for (const auto& [name, p] : NamedParameters(model)) params.push_back(p);
@@ -58,6 +60,8 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
       BatchLoader loader(train, order, 0, o.batch_size);
       torch::Tensor images, labels;
       while (loader.Next(&images, &labels)) {
+        images = images.to(device);
+        labels = labels.to(device);
         torch::Tensor logits = model.forward({images}).toTensor();
         torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
         optimizer->zero_grad();

@@ -33,6 +33,7 @@ struct LocalTrainingOptions {
   // TorchScript's profiling graph executor (autodiff subgraphs, fusion). Off by default: on
   // the CPU it made the CNN's backward pass slower (see SetUpTorch).
   bool jit_optimize = false;
+  std::string device = "auto";  // ChooseDevice: auto, cpu or cuda
   uint64_t seed = 1;
   int keep_versions = 5;  // exported versions kept (0: all)
   // Event lines ("exported ...") and, every log_every_secs, a JSON progress line; may be

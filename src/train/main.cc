@@ -15,6 +15,7 @@
 #include "train/distributed.h"
 #include "train/local_trainer.h"
 #include "train/metrics_server.h"
+#include "train/model_zoo.h"
 #include "train/progress.h"
 
 namespace {
@@ -55,6 +56,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "intra-op threads (default: $TARN_VCORES)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed)->capture_default_str();
+  app.add_option("--device", o.device,
+                 "auto (a GPU when libtorch has CUDA and the instance has a GPU), cpu or cuda")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   app.add_flag("--jit_optimize", o.jit_optimize,
                "let TorchScript's graph executor profile and fuse (slower on the CPU here)");
   app.add_option("--job_name", job_name, "ps or worker, when not from TF_CONFIG");
@@ -97,6 +102,11 @@ int main(int argc, char** argv) {
                      : tarn::train::ClusterFromFlags(job_name, task_index, ps_hosts, worker_hosts);
   if (!cluster.ok()) {
     std::cerr << "tarn-train: " << cluster.status().message() << "\n";
+    return 2;
+  }
+  const bool runs_a_model = cluster->jobs.empty() || cluster->task_type != "ps";
+  if (auto device = tarn::train::ChooseDevice(o.device); runs_a_model && !device.ok()) {
+    std::cerr << "tarn-train: " << device.status().message() << "\n";
     return 2;
   }
   o.log = [](const std::string& line) { std::cout << line << std::endl; };

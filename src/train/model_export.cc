@@ -54,7 +54,17 @@ StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& b
   RETURN_IF_ERROR(MakeDirectories(tmp, 0755));
   meta["version"] = version;
   try {
-    module.save(tmp + "/model.pt");
+    // Always saved on the CPU, whatever the model trains on, so that any server (and
+    // Python's torch.jit.load without map_location) loads it.
+    bool on_cpu = true;
+    for (const torch::Tensor& p : module.parameters()) on_cpu = on_cpu && p.device().is_cpu();
+    if (on_cpu) {
+      module.save(tmp + "/model.pt");
+    } else {
+      torch::jit::Module copy = module.clone();
+      copy.to(torch::kCPU);
+      copy.save(tmp + "/model.pt");
+    }
   } catch (const std::exception& e) {
     std::filesystem::remove_all(tmp, ec);
     return InternalError(tmp + "/model.pt: cannot save: " + e.what());

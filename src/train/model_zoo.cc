@@ -1,11 +1,14 @@
 #include "train/model_zoo.h"
 
 #include <sys/stat.h>
+#include <ATen/Context.h>
 #include <ATen/Parallel.h>
+#include <torch/cuda.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 namespace tarn::train {
 namespace {
@@ -93,6 +96,23 @@ std::vector<std::pair<std::string, torch::Tensor>> NamedParameters(const torch::
   std::vector<std::pair<std::string, torch::Tensor>> out;
   for (const auto& p : m.named_parameters(/*recurse=*/true)) out.emplace_back(p.name, p.value);
   return out;
+}
+
+StatusOr<torch::Device> ChooseDevice(const std::string& want) {
+  if (want == "cpu") return torch::Device(torch::kCPU);
+  if (want != "cuda" && want != "auto") {
+    return InvalidArgumentError("--device \"" + want + "\": expected auto, cpu or cuda");
+  }
+  if (torch::cuda::is_available()) return torch::Device(torch::kCUDA, 0);
+  if (want == "auto") return torch::Device(torch::kCPU);
+  if (!at::hasCUDA()) {
+    return FailedPreconditionError(
+        "--device cuda: this libtorch was built without CUDA (Debian's libtorch is CPU-only)");
+  }
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return FailedPreconditionError(
+      std::string("--device cuda: no GPU is visible (CUDA_VISIBLE_DEVICES=") +
+      (visible != nullptr ? "\"" + std::string(visible) + "\"" : "unset") + ")");
 }
 
 void SetUpTorch(int threads, bool jit_optimize) {

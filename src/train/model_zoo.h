@@ -36,6 +36,11 @@ StatusOr<torch::jit::Module> LoadModel(const std::string& spec, uint64_t seed);
 // losses; the optimiser pays off where fusion does (GPUs), hence --jit_optimize.
 void SetUpTorch(int threads, bool jit_optimize);
 
+// The device to train on: "cpu"; "cuda" (the first GPU the process sees, that is the first of
+// CUDA_VISIBLE_DEVICES, which tarn sets to the instance's GPUs), an error when libtorch was
+// built without CUDA or no GPU is visible; "auto": cuda when there is one, else cpu.
+StatusOr<torch::Device> ChooseDevice(const std::string& want);
+
 // The module's parameters, in registration order (the order optimisers and parameter
 // servers rely on), with their names.
 std::vector<std::pair<std::string, torch::Tensor>> NamedParameters(const torch::jit::Module& m);

@@ -306,6 +306,17 @@ TEST_F(TrainTest, ABadClusterIsRefusedWithTheReason) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->exit_code, 2);
   EXPECT_NE(r->err.find("--optimizer"), std::string::npos) << r->err;
+  // A GPU asked for where there is none is refused before anything starts. (Debian's
+  // libtorch has no CUDA; on a CUDA build without a visible GPU the reason differs.)
+  if (!torch::cuda::is_available()) {
+    r = RunCommand({"/usr/bin/env", "CUDA_VISIBLE_DEVICES=", TARN_TRAIN_BINARY, "--device", "cuda",
+                    "--model", "mlp", "--train_limit", "640"},
+                   60s);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->exit_code, 2) << r->out << r->err;
+    EXPECT_NE(r->err.find("tarn-train: --device cuda: "), std::string::npos) << r->err;
+    EXPECT_EQ(r->out.find("epoch"), std::string::npos) << r->out;
+  }
 }
 
 // The chief checkpoints; a cluster whose ps lost everything comes back from the newest
