@@ -65,14 +65,15 @@ void ParameterServer::Stop() {
   if (accept_thread_.joinable()) accept_thread_.join();
   if (listen_fd_ >= 0) ::close(listen_fd_);
   listen_fd_ = -1;
-  std::vector<std::thread> threads;
+  std::unordered_map<uint64_t, std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& w : connections_) ::shutdown(w->conn.fd(), SHUT_RDWR);
     threads.swap(threads_);
+    finished_.clear();
   }
   step_done_.notify_all();
-  for (std::thread& t : threads) t.join();
+  for (auto& [serial, t] : threads) t.join();
 }
 
 ParameterServer::Stats ParameterServer::stats() const {
@@ -84,6 +85,7 @@ ParameterServer::Stats ParameterServer::stats() const {
   s.pushes = pushes_;
   s.stale_pushes = stale_pushes_;
   s.pulls = pulls_;
+  s.connection_threads = static_cast<int>(threads_.size());
   return s;
 }
 
@@ -97,14 +99,25 @@ void ParameterServer::AcceptLoop() {
     }
     TuneSocket(fd);
     auto worker = std::make_shared<Worker>(Connection(fd));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return;  // the Connection closes the socket
-    connections_.push_back(worker);
-    threads_.emplace_back([this, worker] { Serve(worker); });
+    std::vector<std::thread> ended;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;  // the Connection closes the socket
+      for (uint64_t serial : finished_) {
+        auto it = threads_.find(serial);
+        ended.push_back(std::move(it->second));
+        threads_.erase(it);
+      }
+      finished_.clear();
+      connections_.push_back(worker);
+      const uint64_t serial = next_thread_++;
+      threads_.emplace(serial, std::thread([this, worker, serial] { Serve(worker, serial); }));
+    }
+    for (std::thread& t : ended) t.join();  // they are past their last use of mu_
   }
 }
 
-void ParameterServer::Serve(std::shared_ptr<Worker> w) {
+void ParameterServer::Serve(std::shared_ptr<Worker> w, uint64_t serial) {
   while (!stopping_) {
     StatusOr<FrameHeader> h = w->conn.ReadHeader();
     Status s = h.ok() ? Handle(*w, *h) : h.status();
@@ -127,6 +140,7 @@ void ParameterServer::Serve(std::shared_ptr<Worker> w) {
   }
   std::erase(connections_, w);
   w->conn.Close();
+  finished_.push_back(serial);
 }
 
 Status ParameterServer::Handle(Worker& w, const FrameHeader& h) {

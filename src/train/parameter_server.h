@@ -27,6 +27,7 @@
 #include <shared_mutex>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "common/status.h"
@@ -53,6 +54,7 @@ class ParameterServer {
     int64_t pushes = 0;        // gradients received
     int64_t stale_pushes = 0;  // sync: dropped as computed at an older step
     int64_t pulls = 0;
+    int connection_threads = 0;  // serving a connection now, or ended and not yet joined
   };
 
   static StatusOr<std::unique_ptr<ParameterServer>> Create(Options options);
@@ -69,7 +71,7 @@ class ParameterServer {
 
   explicit ParameterServer(Options options, FlatOptimizer optimizer);
   void AcceptLoop();
-  void Serve(std::shared_ptr<Worker> worker);
+  void Serve(std::shared_ptr<Worker> worker, uint64_t serial);
   Status Handle(Worker& w, const struct FrameHeader& h);
   Status HandlePush(Worker& w, uint64_t request, uint64_t length);
   // Sync: applies the pending sum when enough members have pushed. REQUIRES: mu_ held.
@@ -95,7 +97,12 @@ class ParameterServer {
   int summed_ = 0;
   int64_t pushes_ = 0, stale_pushes_ = 0, pulls_ = 0;
   std::vector<std::shared_ptr<Worker>> connections_;
-  std::vector<std::thread> threads_;
+  // One thread per connection, by a serial number. A thread whose connection ended puts its
+  // number in finished_; the accept loop joins those before it starts another, so a ps that
+  // sees many reconnects keeps no pile of ended threads.
+  uint64_t next_thread_ = 0;
+  std::unordered_map<uint64_t, std::thread> threads_;
+  std::vector<uint64_t> finished_;
 };
 
 }  // namespace tarn::train

@@ -153,6 +153,25 @@ TEST_F(PsTest, AWorkerThatLeavesNoLongerHoldsUpASyncStep) {
   EXPECT_EQ(servers_[0]->stats().workers, 1);
 }
 
+// Connections come and go (restarted workers, flexes): the threads that served the ended
+// ones are joined as new ones arrive, not kept until the ps stops.
+TEST_F(PsTest, EndedConnectionsLeaveNoThreadsBehind) {
+  StartServers(1);
+  for (int i = 0; i < 20; ++i) {
+    auto w = Client(i);
+    Model seen{};
+    ASSERT_TRUE(w->Init(seen.arrays()).ok());
+  }
+  // The last client's thread may still be ending; one more connection joins every ended one.
+  for (int tries = 0; tries < 100 && servers_[0]->stats().workers > 0; ++tries) {
+    std::this_thread::sleep_for(10ms);
+  }
+  auto last = Client(99);
+  Model seen{};
+  ASSERT_TRUE(last->Pull(seen.arrays()).ok());
+  EXPECT_LE(servers_[0]->stats().connection_threads, 2);
+}
+
 TEST_F(PsTest, AWorkerReconnectsToARestartedServer) {
   StartServers(1);
   auto w = Client(0);
