@@ -347,6 +347,11 @@ std::vector<std::string> ModelRepository::ModelNames() const {
   return out;
 }
 
+bool ModelRepository::HasModel(const std::string& name) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return models_.count(name) > 0;
+}
+
 std::vector<ModelRepository::Row> ModelRepository::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<Row> out;

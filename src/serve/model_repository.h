@@ -102,6 +102,7 @@ class ModelRepository {
   // Whether every configured model has a version AVAILABLE (KServe's server readiness).
   bool Ready() const;
   std::vector<std::string> ModelNames() const;
+  bool HasModel(const std::string& name) const;  // configured (loaded or not)
 
   struct Row {
     std::string model;

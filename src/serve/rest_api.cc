@@ -218,10 +218,7 @@ json V2Metadata(const LoadedVersion& v, const std::vector<VersionStatus>& versio
 void RestApi::Handle(HttpRequest request, Responder respond) {
   const Route route = Parse(request.target);
   // Metric labels only name configured models, so that unknown names cannot grow them.
-  std::string model_label;
-  for (const std::string& name : repository_.ModelNames()) {
-    if (name == route.model) model_label = name;
-  }
+  const std::string model_label = repository_.HasModel(route.model) ? route.model : "";
   const auto start = Clock::now();
   auto finish = [this, api = route.api, model_label, start,
                  respond = std::move(respond)](HttpResponse r) {
