@@ -144,9 +144,9 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
         }
         start_epoch = latest->epoch;
         start_position = latest->position;
-        log(TaskName(c) + ": resuming from the checkpoint of step " +
-            std::to_string(latest->step) + " at epoch " + std::to_string(start_epoch) +
-            ", batch " + std::to_string(start_position));
+        log(TaskName(c) + ": resuming from the checkpoint of step " + std::to_string(latest->step) +
+            " at epoch " + std::to_string(start_epoch) + ", batch " +
+            std::to_string(start_position));
       } else if (latest.status().code() != StatusCode::kNotFound) {
         return latest.status();
       }

@@ -44,10 +44,8 @@ double Evaluate(torch::jit::Module& model, const ImageSet& set) {
     const size_t end = std::min(order.size(), begin + kChunk);
     torch::Tensor logits =
         model.forward({ImageBatch(set, order, begin, end).to(device)}).toTensor();
-    correct += logits.argmax(1)
-                   .eq(LabelBatch(set, order, begin, end).to(device))
-                   .sum()
-                   .item<int64_t>();
+    correct +=
+        logits.argmax(1).eq(LabelBatch(set, order, begin, end).to(device)).sum().item<int64_t>();
   }
   model.train();
   return static_cast<double>(correct) / static_cast<double>(set.count);

@@ -1,10 +1,10 @@
 #include "train/model_zoo.h"
 
-#include <sys/stat.h>
 #include <ATen/Context.h>
 #include <ATen/Parallel.h>
-#include <torch/cuda.h>
+#include <sys/stat.h>
 #include <torch/csrc/jit/runtime/graph_executor.h>
+#include <torch/cuda.h>
 
 #include <algorithm>
 #include <cmath>
