@@ -15,6 +15,7 @@
 #include "api/server_config.h"
 #include "api/service_loop.h"
 #include "backend/local_backend.h"
+#include "backend/slurm_backend.h"
 #include "common/file.h"
 #include "registry/dns_server.h"
 #include "registry/registry.h"
@@ -62,7 +63,7 @@ struct Daemon::Parts {
   std::unique_ptr<store::Store> store;
   std::unique_ptr<runtime::ShimRuntime> runtime;
   std::unique_ptr<ServiceLoop> loop;
-  std::unique_ptr<backend::LocalBackend> backend;
+  std::unique_ptr<service::Backend> backend;  // local or slurm
   std::unique_ptr<service::Manager> manager;
   std::unique_ptr<ApiServer> api;
   std::thread serve;
@@ -258,21 +259,40 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   std::cerr << "tarn server: in containers, " << names.description << "\n";
 
   p->loop = std::make_unique<ServiceLoop>(p->clock);
-  backend::LocalBackend::Options bo;
-  bo.nodes = nodes;
-  bo.queues = config.queues;
-  bo.clock = &p->clock;
-  bo.launch.state_dir = p->state_dir;
-  bo.launch.domain = config.domain;
-  bo.launch.bin_dir = bin_dir;
-  bo.ip = config.instance_ip;
-  bo.address_range = config.address_range;
-  bo.names = names;
-  bo.runtime = p->runtime.get();
   ServiceLoop* loop = p->loop.get();
-  bo.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
-  bo.worker_threads = config.worker_threads;
-  ASSIGN_OR_RETURN(p->backend, backend::LocalBackend::Create(std::move(bo)));
+  if (config.backend.type == BackendConfig::Type::kSlurm) {
+    backend::SlurmBackend::Options so;
+    so.slurm_conf = config.backend.slurm_conf;
+    so.partition = config.backend.partition;
+    so.account = config.backend.account;
+    so.qos = config.backend.qos;
+    so.sbatch_options = config.backend.sbatch_options;
+    so.shared_dir = config.backend.shared_dir;
+    so.poll_interval = config.backend.poll_interval;
+    so.domain = config.domain;
+    so.bin_dir = bin_dir;
+    so.names = names;
+    so.clock = &p->clock;
+    so.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
+    auto slurm = backend::SlurmBackend::Create(std::move(so));
+    if (!slurm.ok()) return slurm.status().WithContext(flags.config);
+    p->backend = std::move(slurm).value();
+  } else {
+    backend::LocalBackend::Options bo;
+    bo.nodes = nodes;
+    bo.queues = config.queues;
+    bo.clock = &p->clock;
+    bo.launch.state_dir = p->state_dir;
+    bo.launch.domain = config.domain;
+    bo.launch.bin_dir = bin_dir;
+    bo.ip = config.instance_ip;
+    bo.address_range = config.address_range;
+    bo.names = names;
+    bo.runtime = p->runtime.get();
+    bo.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
+    bo.worker_threads = config.worker_threads;
+    ASSIGN_OR_RETURN(p->backend, backend::LocalBackend::Create(std::move(bo)));
+  }
 
   service::Manager::Options mo;
   mo.clock = &p->clock;

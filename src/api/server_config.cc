@@ -26,6 +26,68 @@ StatusOr<int64_t> PositiveInt(const json& v, const std::string& source, const st
   return v.get<int64_t>();
 }
 
+StatusOr<std::string> String(const json& v, const std::string& source, const std::string& key) {
+  if (!v.is_string()) return Bad(source, key, "expected a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+StatusOr<BackendConfig> ParseBackend(const json& v, const std::string& source) {
+  BackendConfig b;
+  if (!v.is_object())
+    return Bad(source, "backend", "expected an object such as {\"type\": \"local\"}");
+  auto type = v.find("type");
+  if (type == v.end() || !type->is_string() || (*type != "local" && *type != "slurm")) {
+    return Bad(
+        source, "backend.type",
+        "expected \"local\" or \"slurm\", got " + (type == v.end() ? "nothing" : type->dump()));
+  }
+  b.type = *type == "slurm" ? BackendConfig::Type::kSlurm : BackendConfig::Type::kLocal;
+  for (auto f = v.begin(); f != v.end(); ++f) {
+    const std::string& k = f.key();
+    const std::string at = "backend." + k;
+    if (k == "type") continue;
+    if (b.type == BackendConfig::Type::kLocal) {
+      return Bad(source, at, "unknown field (the local backend has no settings but \"type\")");
+    }
+    if (k == "slurm_conf") {
+      ASSIGN_OR_RETURN(b.slurm_conf, String(*f, source, at));
+    } else if (k == "partition") {
+      ASSIGN_OR_RETURN(b.partition, String(*f, source, at));
+    } else if (k == "account") {
+      ASSIGN_OR_RETURN(b.account, String(*f, source, at));
+    } else if (k == "qos") {
+      ASSIGN_OR_RETURN(b.qos, String(*f, source, at));
+    } else if (k == "shared_dir") {
+      ASSIGN_OR_RETURN(b.shared_dir, String(*f, source, at));
+      if (b.shared_dir.empty() || b.shared_dir[0] != '/') {
+        return Bad(source, at, "expected an absolute path, got " + f->dump());
+      }
+    } else if (k == "sbatch_options") {
+      if (!f->is_array()) return Bad(source, at, "expected a list of strings");
+      for (size_t n = 0; n < f->size(); ++n) {
+        const std::string an = at + "[" + std::to_string(n) + "]";
+        ASSIGN_OR_RETURN(std::string o, String((*f)[n], source, an));
+        if (o.rfind("-", 0) != 0) {
+          return Bad(source, an, "expected an option such as \"--time=60\", got " + (*f)[n].dump());
+        }
+        b.sbatch_options.push_back(std::move(o));
+      }
+    } else if (k == "poll_interval_ms") {
+      ASSIGN_OR_RETURN(int64_t ms, PositiveInt(*f, source, at, 50));
+      b.poll_interval = std::chrono::milliseconds(ms);
+    } else {
+      return Bad(source, at,
+                 "unknown field (expected type, slurm_conf, partition, account, qos, "
+                 "sbatch_options, shared_dir, poll_interval_ms)");
+    }
+  }
+  if (b.type == BackendConfig::Type::kSlurm && b.shared_dir.empty()) {
+    return Bad(source, "backend.shared_dir",
+               "required for the slurm backend: a directory every node sees at the same path");
+  }
+  return b;
+}
+
 }  // namespace
 
 StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::string& source) {
@@ -156,11 +218,13 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
         upstream.push_back(v[n].get<std::string>());
       }
       c.dns_upstream = std::move(upstream);
+    } else if (k == "backend") {
+      ASSIGN_OR_RETURN(c.backend, ParseBackend(v, source));
     } else {
       return Bad(source, k,
                  "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
                  "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
-                 "dns_upstream)");
+                 "dns_upstream, backend)");
     }
   }
   auto parsed = scheduler::ParseQueues(queues);

@@ -20,6 +20,13 @@
 //     "dns_upstream": ["10.0.0.2", "10.0.0.3:53"] // where the DNS server forwards names
 //                                             // outside its domain; absent: the machine's
 //                                             // /etc/resolv.conf nameservers; []: none (REFUSED)
+//     "backend": {"type": "local"}            // where instances run (the default), or
+//     "backend": {"type": "slurm",            // a Slurm cluster (backend/slurm_backend.h):
+//                 "shared_dir": "/shared/tarn", // required: a directory every node sees
+//                 "slurm_conf": "",           // "" = $SLURM_CONF
+//                 "partition": "", "account": "", "qos": "",
+//                 "sbatch_options": ["--time=1-0"], // added to every sbatch
+//                 "poll_interval_ms": 500}    // how often squeue is read
 //   }
 //
 // Unknown keys and wrong types are errors naming the key, so a typo is never ignored.
@@ -37,6 +44,18 @@
 
 namespace tarn::api {
 
+// The "backend" object: which backend runs instances, and the Slurm backend's settings.
+struct BackendConfig {
+  enum class Type { kLocal, kSlurm };
+  Type type = Type::kLocal;
+  // kSlurm only (backend/slurm_backend.h says what each does).
+  std::string slurm_conf;  // "" = $SLURM_CONF
+  std::string partition, account, qos;
+  std::vector<std::string> sbatch_options;
+  std::string shared_dir;  // absolute; required for kSlurm
+  std::chrono::milliseconds poll_interval{500};
+};
+
 struct ServerConfig {
   std::string domain = "tarn";
   std::vector<scheduler::QueueConfig> queues;  // ParseQueues'd; includes "default"
@@ -49,6 +68,7 @@ struct ServerConfig {
   service::RestartOptions restart;
   std::optional<backend::NameResolution::Mode> container_names;  // none: auto
   std::optional<std::vector<std::string>> dns_upstream;          // none: the machine's
+  BackendConfig backend;
 };
 
 // `source` names the file in errors.

@@ -32,6 +32,25 @@ TEST(ServerConfigTest, ContainerNamesAndUpstreams) {
   EXPECT_EQ(ParseServerConfig(R"({"container_names": "none"})", "c")->container_names, Mode::kNone);
 }
 
+TEST(ServerConfigTest, SlurmBackend) {
+  auto c = ParseServerConfig("{}", "c.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->backend.type, BackendConfig::Type::kLocal);
+  c = ParseServerConfig(R"({"backend": {"type": "slurm", "shared_dir": "/shared/tarn",
+      "slurm_conf": "/etc/slurm/slurm.conf", "partition": "gpu", "account": "ml", "qos": "high",
+      "sbatch_options": ["--time=60"], "poll_interval_ms": 250}})",
+                        "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->backend.type, BackendConfig::Type::kSlurm);
+  EXPECT_EQ(c->backend.shared_dir, "/shared/tarn");
+  EXPECT_EQ(c->backend.slurm_conf, "/etc/slurm/slurm.conf");
+  EXPECT_EQ(c->backend.partition, "gpu");
+  EXPECT_EQ(c->backend.account, "ml");
+  EXPECT_EQ(c->backend.qos, "high");
+  EXPECT_EQ(c->backend.sbatch_options, std::vector<std::string>{"--time=60"});
+  EXPECT_EQ(c->backend.poll_interval.count(), 250);
+}
+
 TEST(ServerConfigTest, BadValuesNameTheKey) {
   struct Case {
     const char* text;
@@ -47,6 +66,18 @@ TEST(ServerConfigTest, BadValuesNameTheKey) {
                 "c.json: dns_upstream[1]: DNS upstream \"dns.google\": expected a numeric"},
            Case{R"({"dns_upstream": [53]})", "c.json: dns_upstream[0]: expected"},
            Case{R"({"dns": {}})", "c.json: dns: unknown key"},
+           Case{R"({"backend": {"type": "yarn"}})",
+                "c.json: backend.type: expected \"local\" or \"slurm\", got \"yarn\""},
+           Case{R"({"backend": {"type": "slurm"}})",
+                "c.json: backend.shared_dir: required for the slurm backend"},
+           Case{R"({"backend": {"type": "slurm", "shared_dir": "rel"}})",
+                "c.json: backend.shared_dir: expected an absolute path"},
+           Case{R"({"backend": {"type": "slurm", "shared_dir": "/s", "partiton": "x"}})",
+                "c.json: backend.partiton: unknown field"},
+           Case{R"({"backend": {"type": "slurm", "shared_dir": "/s", "sbatch_options": ["x"]}})",
+                "c.json: backend.sbatch_options[0]: expected an option"},
+           Case{R"({"backend": {"type": "local", "shared_dir": "/s"}})",
+                "c.json: backend.shared_dir: unknown field"},
        }) {
     auto c = ParseServerConfig(k.text, "c.json");
     ASSERT_FALSE(c.ok()) << k.text;

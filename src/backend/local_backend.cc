@@ -102,7 +102,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr size_t kExitHistory = 4;  // container ids per instance whose kExited was sent
 
 void LogError(const std::string& message) { std::cerr << "tarn: local backend: " + message + "\n"; }
 
@@ -591,10 +590,7 @@ void LocalBackend::DoStop(const InstanceRef& ref, const std::string& container_i
     std::lock_guard<std::mutex> lock(mu_);
     auto it = watched_.find(key);
     watched = it != watched_.end() && it->second.container_id == container_id;
-    auto reported = exit_reported_.find(key);
-    if (!watched && reported != exit_reported_.end() &&
-        std::find(reported->second.begin(), reported->second.end(), container_id) !=
-            reported->second.end()) {
+    if (!watched && exits_.Reported(key, container_id)) {
       return;  // it has ended and said so: whatever runs there now is a later start
     }
   }
@@ -705,7 +701,7 @@ void LocalBackend::DoCleanup(const InstanceRef& ref, bool logs) {
   if (s.ok()) s = RemoveAll(WorkDir(ContextFor(ref.user), ref.assembly, ref.instance));
   if (!s.ok()) LogError(key + ": cleanup: " + s.message());
   std::lock_guard<std::mutex> lock(mu_);
-  exit_reported_.erase(key);  // the instance is gone for good
+  exits_.Forget(key);  // the instance is gone for good
 }
 
 void LocalBackend::DoDestroyAssembly(const std::string& user, const std::string& assembly) {
@@ -757,9 +753,7 @@ void LocalBackend::DoDestroyAssembly(const std::string& user, const std::string&
     }
   }
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = exit_reported_.begin(); it != exit_reported_.end();) {
-    it = it->first.rfind(prefix, 0) == 0 ? exit_reported_.erase(it) : std::next(it);
-  }
+  exits_.ForgetPrefix(prefix);
 }
 
 Status LocalBackend::Retire(const std::string& key, const std::string& shim_dir,
@@ -823,10 +817,7 @@ void LocalBackend::ReportExit(const std::string& key, const std::string& contain
   } else if (only_if_watched) {
     return;
   }
-  std::vector<std::string>& reported = exit_reported_[key];
-  if (std::find(reported.begin(), reported.end(), container_id) != reported.end()) return;
-  reported.push_back(container_id);
-  if (reported.size() > kExitHistory) reported.erase(reported.begin());
+  if (!exits_.Record(key, container_id)) return;
   BackendEvent e;
   e.kind = BackendEvent::Kind::kExited;
   e.key = key;
@@ -836,11 +827,7 @@ void LocalBackend::ReportExit(const std::string& key, const std::string& contain
 }
 
 runtime::ExitInfo LocalBackend::MadeUpExit(const std::string& diagnostics) const {
-  runtime::ExitInfo e;
-  e.exit_code = -1;
-  e.finished_at_ms = options_.clock->WallMillis();
-  e.diagnostics = diagnostics;
-  return e;
+  return backend::MadeUpExit(*options_.clock, diagnostics);
 }
 
 // ---- The monitor ----

@@ -49,6 +49,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "backend/exit_ledger.h"
 #include "backend/local_container.h"
 #include "backend/name_files.h"
 #include "common/clock.h"
@@ -217,8 +218,7 @@ class LocalBackend final : public service::Backend {
 
   std::mutex mu_;  // guards the two maps below and every call of options_.events
   std::unordered_map<std::string, Watched> watched_;  // by instance key: its running container
-  // By instance key: the last few containers whose kExited was sent ("exactly once").
-  std::unordered_map<std::string, std::vector<std::string>> exit_reported_;
+  ExitLedger exits_;  // the containers whose kExited was sent ("exactly once")
 
   // By "user/assembly": its names as /etc/hosts lines, for kHosts. Held while a names
   // directory is written or removed, so a late rewrite cannot bring back a destroyed one.

@@ -34,6 +34,8 @@ struct InstanceRef {
   std::string Key() const { return user + "/" + assembly + "/" + instance; }
 };
 
+// Where an instance was placed. A backend that places instances only when it launches
+// them (Slurm) reports them placed with no node and no ip: its kStarted names both.
 struct Placement {
   std::string node;
   std::vector<int> gpus;  // device indices on that node
@@ -55,11 +57,18 @@ struct BackendEvent {
     kStartFailed,  // it could not start (or Recover found nothing): `detail` says why
     kExited,       // it ended: `exit` says how
     kProbed,       // one readiness probe finished: `ready`, `detail`
+    // Launched but not running yet, and the backend knows why (a Slurm job PENDING with
+    // its reason): `detail` says it, for users. Optional; sent again when the reason
+    // changes; says nothing of the outcome (kStarted or kStartFailed still follow).
+    kWaiting,
   };
   Kind kind = Kind::kStarted;
   std::string key;  // InstanceRef::Key()
   std::string container_id;
   std::string ip;  // kStarted: the address the instance binds
+  // kStarted: the node it runs on, for backends that place instances themselves (their
+  // Placement names no node); "" otherwise.
+  std::string node;
   runtime::ExitInfo exit;
   bool ready = false;
   std::string detail;

@@ -61,6 +61,9 @@ std::string NextContainerId(const InstanceRef& ref, const std::string& previous)
   return ref.user + "_" + ref.assembly + "_" + ref.instance + "_" + std::to_string(n + 1);
 }
 
+// " on node-1", or "" when the node is not known yet (the backend picks it at launch).
+std::string OnNode(const std::string& node) { return node.empty() ? "" : " on " + node; }
+
 bool IsTerminal(const std::string& state) {
   return state == kStopped || state == kSucceeded || state == kFailed;
 }
@@ -306,6 +309,14 @@ struct Manager::Impl {
     }
   }
 
+  // The instance's address: its own from placement on (its name resolves before it
+  // starts); with a backend that knows it only once the instance runs (Slurm: its node's),
+  // the one kStarted brought, while it runs.
+  std::string AddressOf(const Inst& i) const {
+    if (i.has_placement && !i.placement.ip.empty()) return i.placement.ip;
+    return i.phase == Phase::kRunning || i.phase == Phase::kStopping ? i.ip : "";
+  }
+
   void Launch(Asm& a, Inst& i) {
     i.rec.container_id = NextContainerId(i.ref, i.rec.container_id);
     i.rec.node = i.placement.node;
@@ -316,10 +327,10 @@ struct Manager::Impl {
     i.phase = Phase::kStarting;
     i.ready = false;
     i.probe_in_flight = false;
-    i.diagnostics = "starting on " + i.placement.node;
+    i.diagnostics = "starting" + OnNode(i.placement.node);
     MarkDirty(a, i);
     AddEvent(a, i.ref.component, i.ref.instance, "LAUNCH",
-             i.rec.container_id + " on " + i.placement.node);
+             i.rec.container_id + OnNode(i.placement.node));
     std::string user = a.rec.user, name = a.rec.name;
     InstanceRef ref = i.ref;
     Placement placement = i.placement;
@@ -442,7 +453,7 @@ struct Manager::Impl {
           case Phase::kPlaced:
             if (!waiting.empty()) {
               i.diagnostics =
-                  "placed on " + i.placement.node + "; waiting for " + waiting + " to be READY";
+                  "placed" + OnNode(i.placement.node) + "; waiting for " + waiting + " to be READY";
               break;
             }
             Launch(a, i);
@@ -612,7 +623,8 @@ struct Manager::Impl {
       for (Comp& c : a.comps) {
         const spec::Component& cs = CompSpec(a, c);
         for (auto& [idx, i] : c.instances) {
-          const bool named = i.has_placement && i.phase != Phase::kDone && !i.placement.ip.empty();
+          const std::string ip = AddressOf(i);
+          const bool named = i.has_placement && i.phase != Phase::kDone && !ip.empty();
           if (!named) {
             if (i.published) {
               options.registry->Remove(i.ref.user, i.ref.assembly, i.ref.instance);
@@ -625,7 +637,7 @@ struct Manager::Impl {
           r.assembly = i.ref.assembly;
           r.component = i.ref.component;
           r.instance = i.ref.instance;
-          r.ip = i.placement.ip;
+          r.ip = ip;
           r.ready = i.phase == Phase::kRunning && i.ready;
           r.container_id = i.rec.container_id;
           for (const spec::NamedPort& p : cs.ports) r.ports.push_back({p.name, p.port});
@@ -667,7 +679,8 @@ struct Manager::Impl {
         any = true;
         AddEvent(
             *it->second.first, i.ref.component, i.ref.instance, "PLACED",
-            "on " + ps.placement.node +
+            (ps.placement.node.empty() ? "by the backend, which picks the node at launch"
+                                       : "on " + ps.placement.node) +
                 (ps.placement.gpus.empty() ? "" : " with GPUs " + GpusJson(ps.placement.gpus)));
       }
     }
@@ -768,7 +781,8 @@ struct Manager::Impl {
         dirty.erase({key, i.ref.instance});
         i.rec = ir;
         // The restart count survives a server restart; the backoff starts over.
-        const bool has_container = !ir.container_id.empty() && !ir.node.empty();
+        // A backend that picks the node at launch (Slurm) records none before kStarted.
+        const bool has_container = !ir.container_id.empty();
         if (IsTerminal(ir.state)) {
           i.phase = Phase::kDone;
           i.diagnostics = ir.last_exit;
@@ -1057,7 +1071,8 @@ void Manager::HandleOne(const BackendEvent& e) {
     case BackendEvent::Kind::kStarted:
       if (i.phase != Impl::Phase::kStarting && i.phase != Impl::Phase::kStopping) break;
       i.ip = e.ip;
-      if (i.phase == Impl::Phase::kStopping) break;  // the stop already asked for will end it
+      if (i.placement.node.empty()) i.rec.node = e.node;  // the backend placed it itself
+      if (i.phase == Impl::Phase::kStopping) break;       // the stop already asked for will end it
       i.phase = Impl::Phase::kRunning;
       i.restarts->Started();
       i.ready = !cs.readiness_check || cs.readiness_check->type == spec::ReadinessType::kDefault;
@@ -1112,6 +1127,13 @@ void Manager::HandleOne(const BackendEvent& e) {
       if (i.phase == Impl::Phase::kStarting) i.restarts->Started();
       i.recovering = false;
       d.OnExit(a, *c, i, e.exit);
+      break;
+    case BackendEvent::Kind::kWaiting:
+      if (i.phase != Impl::Phase::kStarting || e.detail.empty()) break;
+      if (i.diagnostics != e.detail) {
+        i.diagnostics = e.detail;
+        d.AddEvent(a, i.ref.component, i.ref.instance, "WAITING", e.detail);
+      }
       break;
     case BackendEvent::Kind::kProbed:
       i.probe_in_flight = false;
@@ -1231,10 +1253,8 @@ InstanceStatus ViewInstance(const Manager::Impl& d, const Manager::Impl::Asm& a,
   v.index = i.ref.index;
   v.container_id = i.rec.container_id;
   v.hostname = spec::InstanceHostname(i.ref.instance, a.rec.name, a.rec.user, d.options.domain);
-  // Its address is its own from placement on (its name resolves before it starts).
-  v.ip = i.has_placement ? i.placement.ip
-                         : (i.phase == Phase::kRunning || i.phase == Phase::kStopping ? i.ip : "");
-  v.node = i.has_placement ? i.placement.node : i.rec.node;
+  v.ip = d.AddressOf(i);
+  v.node = i.has_placement && !i.placement.node.empty() ? i.placement.node : i.rec.node;
   v.gpus = i.has_placement ? i.placement.gpus : std::vector<int>{};
   v.restarts = i.rec.restarts;
   v.last_exit = i.rec.last_exit;

@@ -20,6 +20,8 @@ using std::chrono::seconds;
 class FakeBackend final : public Backend {
  public:
   int slots = 100;
+  // Places with no node and no address, as a backend that picks the node at launch (Slurm).
+  bool places_at_launch = false;
   std::vector<std::string> launches;  // keys, in order
   std::map<std::string, std::string> container_of;
   std::vector<std::string> stops;
@@ -61,6 +63,7 @@ class FakeBackend final : public Backend {
     PlacementStatus s;
     if (placed_.count(key)) {
       s.phase = PlacementStatus::Phase::kPlaced;
+      if (places_at_launch) return s;
       s.placement = {
           "node-a",
           {},
@@ -545,6 +548,55 @@ TEST_F(ManagerTest, NamesArePublishedFromPlacementAndGoWithTheInstance) {
   EXPECT_EQ(registry_.Lookup("w.s.alice.tarn", kA).answers().size(), 1u);
   ASSERT_TRUE(manager_->Destroy("alice", "s").ok());
   Exited("alice/s/w-0", 143);
+  EXPECT_EQ(registry_.Lookup("w-0.s.alice.tarn", kA).rcode(), registry::Rcode::kNxDomain);
+}
+
+// A backend that picks the node at launch (Slurm): the instance shows why it waits, gets
+// its node and address (and its DNS name) from kStarted, loses the name when it exits, and
+// is recovered (never launched twice) after a server restart although no node was recorded.
+TEST_F(ManagerTest, ABackendThatPlacesAtLaunchReportsWaitingNodeAndAddress) {
+  constexpr uint16_t kA = 1;
+  backend_.places_at_launch = true;
+  json j = json::parse(R"({"version": "1", "name": "s", "components": [{"name": "w",
+      "number_of_containers": 1, "launch_command": "sleep 9",
+      "resource": {"cpus": 1, "memory": "64"}}]})");
+  ASSERT_TRUE(Launch(j).ok());
+  ASSERT_EQ(backend_.launches, std::vector<std::string>{"alice/s/w-0"});
+  EXPECT_EQ(Instance("s", "w-0").ip, "");
+  EXPECT_EQ(Instance("s", "w-0").diagnostics, "starting");
+  EXPECT_EQ(registry_.Lookup("w-0.s.alice.tarn", kA).rcode(), registry::Rcode::kNxDomain);
+  Event(BackendEvent::Kind::kWaiting, "alice/s/w-0", "Slurm: PENDING (Resources)");
+  EXPECT_EQ(Instance("s", "w-0").state, "PENDING");
+  EXPECT_EQ(Instance("s", "w-0").diagnostics, "Slurm: PENDING (Resources)");
+  EXPECT_EQ(manager_->Events("alice", "s")->back().type, "WAITING");
+
+  BackendEvent started;
+  started.kind = BackendEvent::Kind::kStarted;
+  started.key = "alice/s/w-0";
+  started.container_id = backend_.container_of["alice/s/w-0"];
+  started.ip = "127.0.1.2";
+  started.node = "node2";
+  manager_->Handle(started);
+  EXPECT_EQ(Instance("s", "w-0").state, "READY");
+  EXPECT_EQ(Instance("s", "w-0").ip, "127.0.1.2");
+  EXPECT_EQ(Instance("s", "w-0").node, "node2");
+  auto a = registry_.Lookup("w-0.s.alice.tarn", kA);
+  ASSERT_EQ(a.answers().size(), 1u);
+  EXPECT_EQ(a.answers()[0].ipv4, 0x7f000102u);
+  // A late kWaiting of the same start changes nothing.
+  Event(BackendEvent::Kind::kWaiting, "alice/s/w-0", "Slurm: PENDING (Priority)");
+  EXPECT_EQ(Instance("s", "w-0").diagnostics, "");
+
+  RestartServer();
+  EXPECT_EQ(backend_.launches.size(), 1u);
+  EXPECT_EQ(backend_.recovers, std::vector<std::string>{"alice/s/w-0"});
+  started.ip = "127.0.1.2";
+  manager_->Handle(started);
+  EXPECT_EQ(Instance("s", "w-0").state, "READY");
+  EXPECT_EQ(Instance("s", "w-0").node, "node2");
+
+  Exited("alice/s/w-0", 1);
+  EXPECT_EQ(Instance("s", "w-0").ip, "");
   EXPECT_EQ(registry_.Lookup("w-0.s.alice.tarn", kA).rcode(), registry::Rcode::kNxDomain);
 }
 

@@ -12,9 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <optional>
 
 #include "common/file.h"
@@ -244,8 +246,12 @@ struct Streams {
 
 }  // namespace
 
-int RunShim(const std::string& shim_dir, int ready_fd) {
-  auto report = [&](const std::string& line) {
+namespace {
+
+// The shim; `foreground` and `env` as RunShimForeground (shim.h).
+int Run(const std::string& shim_dir, int ready_fd, bool foreground,
+        const std::vector<std::string>& env) {
+  std::function<void(const std::string&)> report = [&](const std::string& line) {
     if (ready_fd >= 0) {
       WriteAll(ready_fd, line + "\n");
       ::close(ready_fd);
@@ -267,28 +273,45 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
     report("error " + parsed.status().message());
     return 1;
   }
+  for (const std::string& var : env) {
+    const std::string name = var.substr(0, var.find('=') + 1);
+    auto& vars = parsed->env;
+    vars.erase(std::remove_if(vars.begin(), vars.end(),
+                              [&](const std::string& v) { return v.rfind(name, 0) == 0; }),
+               vars.end());
+    vars.push_back(var);
+  }
   const ContainerSpec spec = std::move(parsed).value();
 
-  // Detach: the runtime's child exits at once; the shim goes on in its own session.
-  pid_t detached = ::fork();
-  if (detached < 0) {
-    report(std::string("error fork: ") + std::strerror(errno));
-    return 1;
+  if (!foreground) {
+    // Detach: the runtime's child exits at once; the shim goes on in its own session.
+    pid_t detached = ::fork();
+    if (detached < 0) {
+      report(std::string("error fork: ") + std::strerror(errno));
+      return 1;
+    }
+    if (detached > 0) {
+      ::close(ready_fd);
+      return 0;
+    }
+    ::setsid();
+    int null_fd = ::open("/dev/null", O_RDWR);
+    if (null_fd >= 0) {
+      ::dup2(null_fd, 0);
+      ::dup2(null_fd, 1);
+    }
+    // stderr goes to a file of the shim's own, for its own troubles.
+    int shim_log = ::open((shim_dir + "/shim.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
+    if (shim_log >= 0) ::dup2(shim_log, 2);
   }
-  if (detached > 0) {
-    ::close(ready_fd);
-    return 0;
-  }
-  ::setsid();
   ::prctl(PR_SET_CHILD_SUBREAPER, 1);
-  int null_fd = ::open("/dev/null", O_RDWR);
-  if (null_fd >= 0) {
-    ::dup2(null_fd, 0);
-    ::dup2(null_fd, 1);
+  // In the foreground, troubles before the workload runs go to our stderr and end the shim
+  // with 1 (report() has no ready fd to write to).
+  if (foreground) {
+    report = [](const std::string& line) {
+      if (line.rfind("error ", 0) == 0) WriteAll(2, "tarn-shim: " + line.substr(6) + "\n");
+    };
   }
-  // stderr goes to a file of the shim's own, for its own troubles.
-  int shim_log = ::open((shim_dir + "/shim.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0640);
-  if (shim_log >= 0) ::dup2(shim_log, 2);
 
   pid_t self = ::getpid();
   // Not fsync'ed: after a machine crash there is no shim to find anyway.
@@ -300,13 +323,18 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
     report("error " + s.message());
     _exit(1);
   }
-  auto out_log = RotatingLog::Open(shim_dir + "/stdout.log", spec.log_max_bytes, spec.log_keep);
-  auto err_log = RotatingLog::Open(shim_dir + "/stderr.log", spec.log_max_bytes, spec.log_keep);
-  if (!out_log.ok() || !err_log.ok()) {
-    report("error " + (out_log.ok() ? err_log.status() : out_log.status()).message());
-    _exit(1);
+  // In the foreground the workload writes to our own stdout and stderr (the files the
+  // caller, e.g. Slurm's -o/-e, gave us); else to rotated files in the shim directory.
+  std::optional<Streams> logs;
+  if (!foreground) {
+    auto out_log = RotatingLog::Open(shim_dir + "/stdout.log", spec.log_max_bytes, spec.log_keep);
+    auto err_log = RotatingLog::Open(shim_dir + "/stderr.log", spec.log_max_bytes, spec.log_keep);
+    if (!out_log.ok() || !err_log.ok()) {
+      report("error " + (out_log.ok() ? err_log.status() : out_log.status()).message());
+      _exit(1);
+    }
+    logs.emplace(Streams{std::move(out_log).value(), std::move(err_log).value()});
   }
-  Streams logs{std::move(out_log).value(), std::move(err_log).value()};
 
   if (std::string why = PrepareWorkDir(spec); !why.empty()) {
     report("error " + why);
@@ -314,7 +342,13 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
   }
 
   std::unique_ptr<runtime::Cgroups> cgroups;
-  if (spec.isolate) {
+  if (spec.isolate && foreground) {
+    // The caller's cgroup (Slurm's job cgroup) limits and accounts for the container.
+    if (::unshare(CLONE_NEWPID) != 0) {
+      report(std::string("error unshare(CLONE_NEWPID): ") + std::strerror(errno));
+      _exit(1);
+    }
+  } else if (spec.isolate) {
     auto detected = runtime::DetectCgroups();
     if (!detected.ok()) {
       report("error " + detected.status().message());
@@ -358,8 +392,11 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
   }
 
   int out_pipe[2], err_pipe[2], go_pipe[2], status_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 ||
-      ::pipe2(go_pipe, O_CLOEXEC) != 0 || ::pipe2(status_pipe, O_CLOEXEC) != 0) {
+  bool piped = foreground ? (out_pipe[1] = ::fcntl(1, F_DUPFD_CLOEXEC, 3)) >= 0 &&
+                                (err_pipe[1] = ::fcntl(2, F_DUPFD_CLOEXEC, 3)) >= 0
+                          : ::pipe2(out_pipe, O_CLOEXEC) == 0 && ::pipe2(err_pipe, O_CLOEXEC) == 0;
+  if (foreground) out_pipe[0] = err_pipe[0] = -1;  // nothing to copy: the workload has them
+  if (!piped || ::pipe2(go_pipe, O_CLOEXEC) != 0 || ::pipe2(status_pipe, O_CLOEXEC) != 0) {
     report(std::string("error pipe: ") + std::strerror(errno));
     _exit(1);
   }
@@ -371,8 +408,8 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
   ::sigprocmask(SIG_BLOCK, &mask, nullptr);
   pid_t init = ::fork();
   if (init == 0) {
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
+    if (out_pipe[0] >= 0) ::close(out_pipe[0]);
+    if (err_pipe[0] >= 0) ::close(err_pipe[0]);
     ::close(go_pipe[1]);
     ::close(status_pipe[0]);
     if (ready_fd >= 0) ::close(ready_fd);
@@ -436,8 +473,8 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
       char buf[65536];
       ssize_t got = ::read(fds[i], buf, sizeof buf);
       if (got > 0) {
-        if (i == 0) logs.out.Append(std::string_view(buf, got)).ok();
-        if (i == 1) logs.err.Append(std::string_view(buf, got)).ok();
+        if (i == 0 && logs) logs->out.Append(std::string_view(buf, got)).ok();
+        if (i == 1 && logs) logs->err.Append(std::string_view(buf, got)).ok();
         if (i == 2) status_text.append(buf, got);
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
         ::close(fds[i]);
@@ -494,7 +531,22 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
   info.diagnostics = runtime::DescribeExit(info);
   if (stopping && !info.oom_killed) info.diagnostics = "stopped (" + info.diagnostics + ")";
   runtime::WriteFileAtomically(shim_dir + "/exit.json", runtime::ToJson(info).dump() + "\n").ok();
+  if (foreground) {
+    // The caller (srun) sees how the workload ended, as a shell reports it.
+    std::fflush(nullptr);
+    _exit(info.signal > 0 ? 128 + info.signal : info.exit_code < 0 ? 1 : info.exit_code & 0xff);
+  }
   _exit(0);
+}
+
+}  // namespace
+
+int RunShim(const std::string& shim_dir, int ready_fd) {
+  return Run(shim_dir, ready_fd, false, {});
+}
+
+int RunShimForeground(const std::string& shim_dir, const std::vector<std::string>& env) {
+  return Run(shim_dir, -1, true, env);
 }
 
 }  // namespace tarn::shim

@@ -9,13 +9,26 @@
 // itself into "stop": SIGTERM to the container, SIGKILL after the grace period, and when the
 // container is gone writes SHIM_DIR/exit.json (exit code, signal, OOM kill from the cgroup's
 // counters), removes the cgroup and exits. It outlives `tarn server`.
+//
+// `tarn-shim --foreground SHIM_DIR` is the same supervisor for a caller that already
+// supervises and confines it (the Slurm backend runs it as `srun tarn-shim --foreground`
+// inside a job): it does not detach, creates no cgroup (the job's cgroup limits the
+// container, and Slurm reports OOM kills), leaves the workload's stdout/stderr on its own
+// (the job's -o/-e files) and exits as the workload did (its code, or 128 + the signal),
+// after writing exit.json. Namespaces, the resolver files and signal forwarding are as in
+// the detached mode. `--env NAME=VALUE` sets variables known only where the job runs
+// (TARN_IP, CUDA_VISIBLE_DEVICES), replacing the spec's.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace tarn::shim {
 
 // Runs the shim; returns the process exit status of the calling (pre-detach) process.
 int RunShim(const std::string& shim_dir, int ready_fd);
+// Runs the shim in the foreground (see above); returns (exits with) the workload's status.
+// `env`: "NAME=VALUE" entries that replace (or add to) the spec's environment.
+int RunShimForeground(const std::string& shim_dir, const std::vector<std::string>& env);
 
 }  // namespace tarn::shim

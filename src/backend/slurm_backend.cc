@@ -1,0 +1,827 @@
+#include "backend/slurm_backend.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <sstream>
+
+#include "common/file.h"
+#include "common/subprocess.h"
+#include "service/readiness_probe.h"
+#include "spec/substitution.h"
+
+namespace tarn::backend {
+
+using service::BackendEvent;
+using service::InstanceRef;
+
+// One thread running tasks in the order posted. The destructor drops tasks not yet begun
+// and joins the thread. Thread-safe.
+class SerialQueue {
+ public:
+  SerialQueue() : thread_([this] { Work(); }) {}
+  ~SerialQueue() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  // Returns once no task is queued or running.
+  void WaitIdle() {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_cv_.wait(lock, [&] { return tasks_.empty() && !running_; });
+  }
+  void Post(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return;
+    tasks_.push_back(std::move(task));
+    cv_.notify_one();
+  }
+
+ private:
+  void Work() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+      if (stopping_) return;
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      running_ = true;
+      lock.unlock();
+      try {
+        task();
+      } catch (const std::exception& e) {
+        std::cerr << std::string("tarn: slurm backend: ") + e.what() + "\n";
+      }
+      lock.lock();
+      running_ = false;
+      if (tasks_.empty()) idle_cv_.notify_all();
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::condition_variable idle_cv_;
+  bool stopping_ = false;
+  bool running_ = false;
+  std::deque<std::function<void()>> tasks_;
+  std::thread thread_;  // last: it uses the members above
+};
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// squeue passes that must miss a job before it counts as lost (a job just submitted may not
+// be listed by the very next pass on a busy controller).
+constexpr int kMissesBeforeLost = 3;
+constexpr auto kNodesMaxAge = std::chrono::seconds(5);
+
+void LogError(const std::string& message) { std::cerr << "tarn: slurm backend: " + message + "\n"; }
+
+const spec::Component* FindComponent(const spec::Assembly& a, const std::string& name) {
+  for (const spec::Component& c : a.components) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+Status RemoveAll(const std::string& path) {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+  if (ec) return InternalError(path + ": cannot remove: " + ec.message());
+  return OkStatus();
+}
+
+// The job id a Launch recorded in the instance directory for `container_id` (0: none).
+int64_t RecordedJob(const std::string& instance_dir, const std::string& container_id) {
+  auto text = ReadFileToString(instance_dir + "/job", 4096);
+  if (!text.ok()) return 0;
+  std::stringstream in(*text);
+  std::string id, container;
+  if (!(in >> id >> container) || container != container_id) return 0;
+  if (id.empty() || id.size() > 18 || !std::all_of(id.begin(), id.end(), ::isdigit)) return 0;
+  return std::stoll(id);
+}
+
+}  // namespace
+
+Status CheckSharedDir(const std::string& dir) {
+  const std::string key = "backend.shared_dir \"" + dir + "\"";
+  struct stat st {};
+  if (dir.empty() || dir[0] != '/') return FailedPreconditionError(key + ": not an absolute path");
+  if (::stat(dir.c_str(), &st) != 0) {
+    return FailedPreconditionError(key + ": " + std::strerror(errno) +
+                                   " (create it on a filesystem every Slurm node mounts)");
+  }
+  if (!S_ISDIR(st.st_mode)) return FailedPreconditionError(key + ": not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return FailedPreconditionError(key + ": not writable by tarn server: " + std::strerror(errno));
+  }
+  return OkStatus();
+}
+
+StatusOr<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(Options options) {
+  if (options.clock == nullptr) return InvalidArgumentError("slurm backend: no clock");
+  if (!options.events) return InvalidArgumentError("slurm backend: no event sink");
+  RETURN_IF_ERROR(CheckSharedDir(options.shared_dir));
+  auto backend = std::unique_ptr<SlurmBackend>(new SlurmBackend(std::move(options)));
+  // Slurm must answer now: a wrong slurm_conf is a clear error at server start.
+  RETURN_IF_ERROR(backend->RefreshNodes().WithContext("slurm backend"));
+  backend->StartThreads();
+  return backend;
+}
+
+SlurmBackend::SlurmBackend(Options options) : options_(std::move(options)) {
+  slurm_conf_ = options_.slurm_conf;
+  if (slurm_conf_.empty()) {
+    const char* env = std::getenv("SLURM_CONF");
+    if (env != nullptr) slurm_conf_ = env;
+  }
+}
+
+void SlurmBackend::StartThreads() {
+  work_ = std::make_unique<SerialQueue>();
+  probes_ = std::make_unique<SerialQueue>();
+  if (options_.poll_interval.count() > 0) poller_ = std::thread([this] { PollLoop(); });
+}
+
+SlurmBackend::~SlurmBackend() {
+  {
+    std::lock_guard<std::mutex> lock(poll_mu_);
+    stopping_ = true;
+  }
+  poll_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+  work_.reset();  // waits for the task under way; the jobs go on
+  probes_.reset();
+}
+
+// ---- Slurm commands ----
+
+StatusOr<CommandResult> SlurmBackend::RunSlurm(const std::vector<std::string>& argv,
+                                               std::chrono::milliseconds timeout) const {
+  std::vector<std::string> full;
+  if (!slurm_conf_.empty()) full = {"env", "SLURM_CONF=" + slurm_conf_};
+  full.insert(full.end(), argv.begin(), argv.end());
+  const std::chrono::milliseconds limit = timeout.count() > 0 ? timeout : options_.command_timeout;
+  if (options_.run_command) return options_.run_command(full, limit);
+  return RunCommand(full, limit);
+}
+
+std::string SlurmBackend::PartitionFor(const spec::Assembly& assembly) const {
+  return assembly.queue.empty() || assembly.queue == "default" ? options_.partition
+                                                               : assembly.queue;
+}
+
+StatusOr<std::vector<SlurmJob>> SlurmBackend::ListJobs() const {
+  ASSIGN_OR_RETURN(CommandResult r, RunSlurm({"squeue", "--json"}));
+  if (!r.success()) return UnavailableError("squeue --json: " + SlurmError(r.err));
+  return ParseSqueueJson(r.out);
+}
+
+Status SlurmBackend::RefreshNodes() {
+  ASSIGN_OR_RETURN(CommandResult r, RunSlurm({"sinfo", "--json"}));
+  if (!r.success()) return UnavailableError("sinfo --json: " + SlurmError(r.err));
+  ASSIGN_OR_RETURN(std::vector<SlurmNode> nodes, ParseSinfoJson(r.out));
+  if (nodes.empty()) return FailedPreconditionError("sinfo lists no nodes");
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  nodes_ = std::move(nodes);
+  nodes_read_ = std::chrono::steady_clock::now();
+  return OkStatus();
+}
+
+std::vector<SlurmNode> SlurmBackend::CachedNodes() const {
+  std::lock_guard<std::mutex> lock(nodes_mu_);
+  return nodes_;
+}
+
+// ---- Placement ----
+
+Status SlurmBackend::RequestPlacement(const spec::Assembly& assembly,
+                                      const std::vector<InstanceRef>& members, bool /*gang*/) {
+  // Phase 1: a gang's members are separate jobs (see the header).
+  std::vector<SlurmNode> nodes = CachedNodes();
+  std::map<std::string, Request> asked;
+  for (const InstanceRef& ref : members) {
+    const spec::Component* c = FindComponent(assembly, ref.component);
+    if (c == nullptr) {
+      return InvalidArgumentError(ref.Key() + ": assembly \"" + assembly.name +
+                                  "\" has no component \"" + ref.component + "\"");
+    }
+    const int64_t cpus = c->resource.cpus.value_or(1);
+    const int64_t mem = c->resource.memory_mib.value_or(0);
+    const int64_t gpus = c->resource.gpus.value_or(0);
+    Request r;
+    // Infeasible only when no node could ever hold it; when sinfo cannot be read, sbatch
+    // decides (and says why) at launch.
+    if (!nodes.empty()) {
+      int64_t max_cpus = 0, max_mem = 0, max_gpus = 0;
+      bool fits = false;
+      for (const SlurmNode& n : nodes) {
+        max_cpus = std::max(max_cpus, n.cpus);
+        max_mem = std::max(max_mem, n.memory_mib);
+        max_gpus = std::max(max_gpus, n.gpus);
+        fits |= n.cpus >= cpus && n.memory_mib >= mem && n.gpus >= gpus;
+      }
+      if (!fits) {
+        // Slurm has the last word (the inventory may be stale) and its own reason:
+        // `sbatch --test-only` submits nothing. Rare (only what seems never to fit), so it
+        // may run here, on the service loop, with a short time limit.
+        SbatchRequest test;
+        test.job_name = JobName(ref.user, ref.assembly, ref.instance, "test");
+        test.cpus = cpus;
+        test.memory_mib = mem;
+        test.gpus = gpus;
+        test.partition = PartitionFor(assembly);
+        test.account = options_.account;
+        test.qos = options_.qos;
+        test.extra_options = options_.sbatch_options;
+        test.test_only = true;
+        StatusOr<CommandResult> verdict = RunSlurm(SbatchArgv(test), std::chrono::seconds(5));
+        if (!verdict.ok() || !verdict->success()) {
+          r.infeasible = true;
+          r.reason = "no Slurm node has " + std::to_string(cpus) + " CPUs, " + std::to_string(mem) +
+                     " MiB and " + std::to_string(gpus) + " GPUs (the largest have " +
+                     std::to_string(max_cpus) + " CPUs, " + std::to_string(max_mem) + " MiB, " +
+                     std::to_string(max_gpus) + " GPUs); Slurm: " +
+                     (verdict.ok() ? SlurmError(verdict->err) : verdict.status().message());
+        }
+      }
+    }
+    asked[ref.Key()] = r;
+  }
+  std::lock_guard<std::mutex> lock(place_mu_);
+  for (auto& [key, r] : asked) requests_[key] = std::move(r);
+  return OkStatus();
+}
+
+std::vector<std::string> SlurmBackend::Place() {
+  std::vector<std::string> placed;
+  std::lock_guard<std::mutex> lock(place_mu_);
+  for (auto& [key, r] : requests_) {
+    if (r.infeasible || r.placed) continue;
+    r.placed = true;
+    placed.push_back(key);
+  }
+  return placed;
+}
+
+service::PlacementStatus SlurmBackend::GetPlacement(const std::string& key) const {
+  service::PlacementStatus st;
+  std::lock_guard<std::mutex> lock(place_mu_);
+  auto it = requests_.find(key);
+  if (it == requests_.end()) return st;
+  if (it->second.infeasible) {
+    st.phase = service::PlacementStatus::Phase::kInfeasible;
+    st.reason = it->second.reason;
+  } else if (it->second.placed) {
+    st.phase = service::PlacementStatus::Phase::kPlaced;  // node and ip come with kStarted
+  } else {
+    st.phase = service::PlacementStatus::Phase::kPending;
+  }
+  return st;
+}
+
+Status SlurmBackend::RestorePlacement(const spec::Assembly&, const InstanceRef& ref,
+                                      const service::Placement&) {
+  std::lock_guard<std::mutex> lock(place_mu_);
+  requests_[ref.Key()].placed = true;
+  return OkStatus();
+}
+
+void SlurmBackend::ReleasePlacement(const std::string& key) {
+  std::lock_guard<std::mutex> lock(place_mu_);
+  requests_.erase(key);
+}
+
+// ---- Containers: queued ----
+
+void SlurmBackend::Launch(const spec::Assembly& assembly, const InstanceRef& ref,
+                          const service::Placement&, const std::string& container_id) {
+  work_->Post([this, assembly, ref, container_id] { DoLaunch(assembly, ref, container_id); });
+}
+
+void SlurmBackend::Stop(const InstanceRef& ref, const std::string& container_id) {
+  work_->Post([this, ref, container_id] { DoStop(ref, container_id); });
+}
+
+void SlurmBackend::Recover(const spec::Assembly&, const InstanceRef& ref,
+                           const std::string& container_id) {
+  work_->Post([this, ref, container_id] { DoRecover(ref, container_id); });
+}
+
+void SlurmBackend::Probe(const spec::Assembly& assembly, const InstanceRef& ref,
+                         const std::string& container_id, const spec::ReadinessCheck& check) {
+  probes_->Post(
+      [this, assembly, ref, container_id, check] { DoProbe(assembly, ref, container_id, check); });
+}
+
+void SlurmBackend::Cleanup(const InstanceRef& ref, bool logs) {
+  work_->Post([this, ref, logs] { DoCleanup(ref, logs); });
+}
+
+void SlurmBackend::DestroyAssembly(const std::string& user, const std::string& assembly) {
+  work_->Post([this, user, assembly] { DoDestroyAssembly(user, assembly); });
+}
+
+// ---- Containers: the work ----
+
+LaunchContext SlurmBackend::ContextFor(const std::string& user) const {
+  LaunchContext ctx;
+  // TARN_SHARED_DIR and the work directories go under <shared_dir>/.tarn/ (a user name,
+  // a DNS label, never starts with a dot, so no user's directory meets them).
+  ctx.state_dir = options_.shared_dir + "/.tarn";
+  ctx.user = user;
+  ctx.domain = options_.domain;
+  ctx.bin_dir = options_.bin_dir;
+  // The job runs as the account that submits it; the shim keeps it.
+  ctx.run_as.account.uid = ::geteuid();
+  ctx.run_as.account.gid = ::getegid();
+  ctx.run_as.reason = "Slurm runs jobs as the account that submits them";
+  return ctx;
+}
+
+std::string SlurmBackend::AssemblyDir(const std::string& user, const std::string& assembly) const {
+  return options_.shared_dir + "/" + user + "/" + assembly;
+}
+
+std::string SlurmBackend::InstanceDir(const InstanceRef& ref) const {
+  return AssemblyDir(ref.user, ref.assembly) + "/" + ref.instance;
+}
+
+StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly& assembly,
+                                                            const spec::Component& component,
+                                                            const InstanceRef& ref,
+                                                            const std::string& container_id) {
+  LaunchContext ctx = ContextFor(ref.user);
+  ctx.container_id = container_id;
+  ctx.ip = "";  // known only where the job runs: the batch script passes TARN_IP to the shim
+  ASSIGN_OR_RETURN(runtime::ContainerSpec spec,
+                   BuildContainerSpec(assembly, component, ref.index, {}, ctx));
+  const std::string dir = InstanceDir(ref);
+  spec.shim_dir = dir;
+  // Slurm's cgroup confines the job; the shim makes namespaces only when it can (root).
+  spec.isolate = ::geteuid() == 0;
+  spec.user_namespace = false;
+  spec.limits.gpu_minors.clear();
+
+  RETURN_IF_ERROR(MakeDirectories(dir, 0755));
+  RETURN_IF_ERROR(MakeDirectories(spec.work_dir, 0750));
+  RETURN_IF_ERROR(MakeDirectories(backend::SharedDir(ctx, ref.assembly), 0750));
+  if (spec.isolate) {
+    const std::string names = options_.shared_dir + "/.tarn/names/" + ref.user + "/" + ref.assembly;
+    switch (options_.names.mode) {
+      case NameResolution::Mode::kNone:
+        break;
+      case NameResolution::Mode::kResolvConf:
+        RETURN_IF_ERROR(MakeDirectories(names, 0755));
+        RETURN_IF_ERROR(RewriteInPlace(
+            names + "/resolv.conf",
+            RenderResolvConf(options_.names.resolver_ip, ref.user, ref.assembly, options_.domain)));
+        spec.resolv_conf = names + "/resolv.conf";
+        break;
+      case NameResolution::Mode::kHosts: {
+        std::string lines;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          lines = hosts_lines_[ref.user + "/" + ref.assembly];
+        }
+        RETURN_IF_ERROR(MakeDirectories(names, 0755));
+        RETURN_IF_ERROR(RewriteInPlace(
+            names + "/hosts", RenderHostsFile(ReadFileToString("/etc/hosts", 1 << 20).value_or(""),
+                                              lines, ref.user, ref.assembly)));
+        spec.hosts_file = names + "/hosts";
+        break;
+      }
+    }
+  }
+  // The previous run's output stays for one generation, as locally.
+  for (const char* log : {"stdout.log", "stderr.log"}) {
+    std::error_code ec;
+    if (fs::exists(dir + "/" + log, ec)) {
+      fs::rename(dir + "/" + log, dir + "/" + log + ".previous", ec);
+    }
+  }
+  for (const char* stale : {"address", "address.tmp", "exit.json", "job"}) {
+    std::error_code ec;
+    fs::remove(dir + "/" + stale, ec);
+  }
+  RETURN_IF_ERROR(runtime::WriteFileAtomically(dir + "/spec.json", runtime::ToJson(spec).dump(2)));
+  BatchScript b;
+  b.slurm_conf = slurm_conf_;
+  b.instance_dir = dir;
+  b.shim_binary = options_.bin_dir + "/tarn-shim";
+  b.cpus = component.resource.cpus.value_or(1);
+  b.gpus = component.resource.gpus.value_or(0);
+  RETURN_IF_ERROR(runtime::WriteFileAtomically(dir + "/job.sh", RenderBatchScript(b)));
+  ::chmod((dir + "/job.sh").c_str(), 0755);
+
+  SbatchRequest r;
+  r.job_name = JobName(ref.user, ref.assembly, ref.instance, container_id);
+  r.cpus = b.cpus;
+  r.memory_mib = component.resource.memory_mib.value_or(0);
+  r.gpus = b.gpus;
+  r.partition = PartitionFor(assembly);
+  r.account = options_.account;
+  r.qos = options_.qos;
+  r.extra_options = options_.sbatch_options;
+  r.stdout_path = dir + "/stdout.log";
+  r.stderr_path = dir + "/stderr.log";
+  r.script_path = dir + "/job.sh";
+  return SbatchArgv(r);
+}
+
+void SlurmBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& ref,
+                            const std::string& container_id) {
+  const std::string key = ref.Key();
+  const spec::Component* component = FindComponent(assembly, ref.component);
+  if (component == nullptr) {
+    return EmitStartFailed(
+        key, container_id,
+        "assembly \"" + assembly.name + "\" has no component \"" + ref.component + "\"");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tracked_.find(key);
+    if (it != tracked_.end()) {
+      const std::string other = it->second.container_id;
+      const int64_t job = it->second.job_id;
+      BackendEvent e;
+      e.kind = BackendEvent::Kind::kStartFailed;
+      e.key = key;
+      e.container_id = container_id;
+      e.detail = key + " already runs as container " + other + " (Slurm job " +
+                 std::to_string(job) + "); not starting a second copy";
+      return Emit(std::move(e));
+    }
+  }
+  if (Status s = CheckSharedDir(options_.shared_dir); !s.ok()) {
+    return EmitStartFailed(key, container_id, s.message());
+  }
+  StatusOr<std::vector<std::string>> argv = PrepareJob(assembly, *component, ref, container_id);
+  if (!argv.ok()) return EmitStartFailed(key, container_id, argv.status().message());
+  StatusOr<CommandResult> r = RunSlurm(*argv);
+  if (!r.ok()) return EmitStartFailed(key, container_id, "sbatch: " + r.status().message());
+  if (!r->success()) return EmitStartFailed(key, container_id, "sbatch: " + SlurmError(r->err));
+  StatusOr<int64_t> job = ParseSbatchJobId(r->out);
+  if (!job.ok()) return EmitStartFailed(key, container_id, job.status().message());
+  // Recorded beside the job, so that a restarted server knows which job this start was
+  // even once squeue has forgotten it.
+  Status recorded = runtime::WriteFileAtomically(InstanceDir(ref) + "/job",
+                                                 std::to_string(*job) + " " + container_id + "\n");
+  if (!recorded.ok()) LogError(key + ": " + recorded.message());
+  std::lock_guard<std::mutex> lock(mu_);
+  Tracked t;
+  t.container_id = container_id;
+  t.job_id = *job;
+  t.instance_dir = InstanceDir(ref);
+  tracked_[key] = std::move(t);
+}
+
+void SlurmBackend::DoStop(const InstanceRef& ref, const std::string& container_id) {
+  const std::string key = ref.Key();
+  std::string target;  // the job id, or --name=... for a recovered job not yet found
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tracked_.find(key);
+    if (it != tracked_.end() && it->second.container_id == container_id) {
+      target = it->second.job_id != 0 ? std::to_string(it->second.job_id)
+                                      : "--name=" + it->second.recover_name;
+    } else {
+      // Never submitted (its Launch failed), or it ended and said so already.
+      ReportExit(key, container_id, MadeUpExit("stopped before it started"));
+      return;
+    }
+  }
+  StatusOr<CommandResult> r = RunSlurm({"scancel", target});
+  if (!r.ok() || !r->success()) {
+    LogError(key + ": scancel " + target + ": " +
+             (r.ok() ? SlurmError(r->err) : r.status().message()));
+  }
+  // The poller reports the end when squeue shows it.
+}
+
+void SlurmBackend::DoRecover(const InstanceRef& ref, const std::string& container_id) {
+  // The poller settles it at its next squeue pass that succeeds: while Slurm's controller
+  // does not answer, "no job" cannot be told from "cannot tell", and only the first may
+  // lead to a new submission.
+  Tracked t;
+  t.container_id = container_id;
+  t.instance_dir = InstanceDir(ref);
+  t.job_id = RecordedJob(t.instance_dir, container_id);
+  t.recover_name = JobName(ref.user, ref.assembly, ref.instance, container_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  tracked_[ref.Key()] = std::move(t);
+}
+
+void SlurmBackend::DoProbe(const spec::Assembly& assembly, const InstanceRef& ref,
+                           const std::string& container_id, const spec::ReadinessCheck& check) {
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kProbed;
+  e.key = ref.Key();
+  e.container_id = container_id;
+  const spec::Component* component = FindComponent(assembly, ref.component);
+  // The address the job reported: its node's.
+  StatusOr<std::string> text = ReadFileToString(InstanceDir(ref) + "/address", 4096);
+  StatusOr<ReportedAddress> address =
+      text.ok() ? ParseAddressFile(*text)
+                : StatusOr<ReportedAddress>(NotFoundError("the job has not reported its address"));
+  if (component == nullptr) {
+    e.detail = "assembly \"" + assembly.name + "\" has no component \"" + ref.component + "\"";
+  } else if (!address.ok()) {
+    e.detail = address.status().message();
+  } else {
+    const LaunchContext ctx = ContextFor(ref.user);
+    spec::Variables vars =
+        spec::InstanceVariables(spec::AssemblyVariables(assembly, ref.user, ctx.domain), assembly,
+                                *component, ref.index, ref.user, ctx.domain);
+    vars.Set("CONTAINER_ID", container_id);
+    vars.Set("SERVICE_HDFS_DIR", backend::SharedDir(ctx, assembly.name));
+    spec::ReadinessCheck substituted = check;
+    for (auto& [name, value] : substituted.properties) value = spec::Substitute(value, vars).text;
+    service::ProbeResult r = service::Probe(substituted, address->ip);
+    e.ready = r.ready;
+    e.detail = std::move(r.detail);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Emit(std::move(e));
+}
+
+void SlurmBackend::DoCleanup(const InstanceRef& ref, bool logs) {
+  const std::string key = ref.Key();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tracked_.count(key)) return LogError(key + ": cleanup: its Slurm job still runs; left");
+    if (logs) exits_.Forget(key);  // the instance is gone for good
+  }
+  if (!logs) return;  // the logs stay until the next start moves them to *.previous
+  Status s = RemoveAll(InstanceDir(ref));
+  if (s.ok()) s = RemoveAll(WorkDir(ContextFor(ref.user), ref.assembly, ref.instance));
+  if (!s.ok()) LogError(key + ": cleanup: " + s.message());
+}
+
+void SlurmBackend::DoDestroyAssembly(const std::string& user, const std::string& assembly) {
+  const std::string prefix = user + "/" + assembly + "/";
+  std::set<std::string> running;  // instances whose directories stay
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, t] : tracked_) {
+      if (key.rfind(prefix, 0) == 0) running.insert(key.substr(prefix.size()));
+    }
+    exits_.ForgetPrefix(prefix);
+    hosts_lines_.erase(user + "/" + assembly);
+  }
+  const LaunchContext ctx = ContextFor(user);
+  const std::string works = fs::path(WorkDir(ctx, assembly, "i")).parent_path().string();
+  std::vector<std::string> dirs = {AssemblyDir(user, assembly), works};
+  Status s = RemoveAll(backend::SharedDir(ctx, assembly));
+  if (!s.ok()) LogError(s.message());
+  if (running.empty()) {
+    dirs.push_back(options_.shared_dir + "/.tarn/names/" + user + "/" + assembly);
+    for (const std::string& d : dirs) {
+      s = RemoveAll(d);
+      if (!s.ok()) LogError(s.message());
+    }
+    return;
+  }
+  LogError(prefix + "*: destroy: left the directories of jobs that still run");
+  for (const std::string& d : dirs) {
+    std::error_code ec;
+    for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
+      if (running.count(it->path().filename().string())) continue;
+      s = RemoveAll(it->path().string());
+      if (!s.ok()) LogError(s.message());
+    }
+  }
+}
+
+// ---- The poller ----
+
+void SlurmBackend::PollLoop() {
+  std::unique_lock<std::mutex> lock(poll_mu_);
+  while (!stopping_) {
+    lock.unlock();
+    PollForTest();
+    lock.lock();
+    poll_cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_; });
+  }
+}
+
+void SlurmBackend::PollForTest() {
+  bool stale = false;
+  {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    stale = std::chrono::steady_clock::now() - nodes_read_ >= kNodesMaxAge;
+  }
+  if (stale) {
+    Status s = RefreshNodes();
+    if (!s.ok()) LogError(s.message());  // the last good inventory stays
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (tracked_.empty()) return;
+  }
+  StatusOr<std::vector<SlurmJob>> jobs = ListJobs();
+  if (!jobs.ok()) return LogError(jobs.status().message());  // look again next time
+  Observe(*jobs);
+}
+
+void SlurmBackend::WaitForIdleForTest() {
+  work_->WaitIdle();
+  probes_->WaitIdle();
+}
+
+void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
+  std::unordered_map<int64_t, const SlurmJob*> by_id;
+  for (const SlurmJob& j : jobs) by_id[j.job_id] = &j;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> keys;
+  for (const auto& [key, t] : tracked_) keys.push_back(key);
+  for (const std::string& key : keys) {
+    Tracked& t = tracked_.at(key);
+    if (!t.recover_name.empty()) {
+      // Recovering: its job by the id recorded at submit, else by name (the newest).
+      const SlurmJob* job = nullptr;
+      for (const SlurmJob& j : jobs) {
+        if (j.job_id != t.job_id && j.name != t.recover_name) continue;
+        if (job == nullptr || j.job_id > job->job_id) job = &j;
+      }
+      if (job == nullptr && t.job_id != 0) {
+        // Submitted, and ended long enough ago for squeue to have forgotten it.
+        ReportExit(key, t.container_id,
+                   MadeUpExit("lost: Slurm job " + std::to_string(t.job_id) +
+                              " ended while tarn server was down; how it ended is unknown"));
+        continue;
+      }
+      if (job == nullptr) {
+        BackendEvent e;
+        e.kind = BackendEvent::Kind::kStartFailed;
+        e.key = key;
+        e.container_id = t.container_id;
+        e.detail =
+            "container " + t.container_id + " never started: Slurm has no job " + t.recover_name;
+        tracked_.erase(key);
+        Emit(std::move(e));
+        continue;
+      }
+      t.job_id = job->job_id;
+      t.recover_name.clear();
+    }
+    auto found = by_id.find(t.job_id);
+    if (found == by_id.end()) {
+      if (++t.misses >= kMissesBeforeLost) {
+        ReportExit(key, t.container_id,
+                   MadeUpExit("lost: Slurm no longer lists job " + std::to_string(t.job_id) +
+                              " and no end state of it was seen"));
+      }
+      continue;
+    }
+    t.misses = 0;
+    const JobView v = ViewJob(*found->second);
+    switch (v.phase) {
+      case JobView::Phase::kPending:
+        if (v.detail != t.waiting_reason) {
+          t.waiting_reason = v.detail;
+          BackendEvent e;
+          e.kind = BackendEvent::Kind::kWaiting;
+          e.key = key;
+          e.container_id = t.container_id;
+          e.detail = v.detail;
+          Emit(std::move(e));
+        }
+        break;
+      case JobView::Phase::kRunning: {
+        if (t.started) break;
+        auto text = ReadFileToString(t.instance_dir + "/address", 4096);
+        if (!text.ok()) break;  // not reported yet
+        StatusOr<ReportedAddress> a = ParseAddressFile(*text);
+        if (!a.ok() || a->job_id != t.job_id) break;  // half written, or an older job's
+        t.started = true;
+        BackendEvent e;
+        e.kind = BackendEvent::Kind::kStarted;
+        e.key = key;
+        e.container_id = t.container_id;
+        e.ip = a->ip;
+        e.node = a->node;
+        Emit(std::move(e));
+        break;
+      }
+      case JobView::Phase::kEnded:
+        ReportExit(key, t.container_id, v.exit);
+        break;
+    }
+  }
+}
+
+// ---- Events ----
+
+void SlurmBackend::Emit(BackendEvent event) { options_.events(std::move(event)); }
+
+void SlurmBackend::EmitStartFailed(const std::string& key, const std::string& container_id,
+                                   const std::string& detail) {
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kStartFailed;
+  e.key = key;
+  e.container_id = container_id;
+  e.detail = detail;
+  std::lock_guard<std::mutex> lock(mu_);
+  Emit(std::move(e));
+}
+
+void SlurmBackend::ReportExit(const std::string& key, std::string container_id,
+                              runtime::ExitInfo exit) {
+  auto t = tracked_.find(key);
+  if (t != tracked_.end() && t->second.container_id == container_id) tracked_.erase(t);
+  if (!exits_.Record(key, container_id)) return;
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kExited;
+  e.key = key;
+  e.container_id = container_id;
+  e.exit = std::move(exit);
+  Emit(std::move(e));
+}
+
+runtime::ExitInfo SlurmBackend::MadeUpExit(const std::string& diagnostics) const {
+  return backend::MadeUpExit(*options_.clock, diagnostics);
+}
+
+// ---- Views ----
+
+std::vector<scheduler::NodeUsage> SlurmBackend::Nodes() const {
+  std::vector<scheduler::NodeUsage> out;
+  for (const SlurmNode& n : CachedNodes()) {
+    scheduler::NodeUsage u;
+    u.name = n.name;
+    u.capacity = {n.cpus, n.memory_mib, n.gpus};
+    u.free = {n.cpus - n.alloc_cpus, n.memory_mib - n.alloc_memory_mib, n.gpus - n.alloc_gpus};
+    out.push_back(std::move(u));
+  }
+  return out;
+}
+
+std::vector<scheduler::QueueUsage> SlurmBackend::Queues() const {
+  std::vector<scheduler::QueueUsage> out(1);
+  out[0].config.name = "default";
+  std::set<std::string> partitions;
+  for (const SlurmNode& n : CachedNodes()) {
+    partitions.insert(n.partitions.begin(), n.partitions.end());
+  }
+  for (const std::string& p : partitions) {
+    scheduler::QueueUsage q;
+    q.config.name = p;
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+std::string SlurmBackend::LogFile(const InstanceRef& ref, bool stderr_stream) const {
+  const std::string dir = InstanceDir(ref);
+  const std::string current = dir + (stderr_stream ? "/stderr.log" : "/stdout.log");
+  if (::access(current.c_str(), F_OK) == 0) return current;
+  const std::string previous = current + ".previous";
+  return ::access(previous.c_str(), F_OK) == 0 ? previous : "";
+}
+
+std::string SlurmBackend::SharedDir(const std::string& user, const std::string& assembly) const {
+  return backend::SharedDir(ContextFor(user), assembly);
+}
+
+void SlurmBackend::NamesChanged(const std::string& user, const std::string& assembly,
+                                const std::string& hosts_lines) {
+  if (options_.names.mode != NameResolution::Mode::kHosts) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    hosts_lines_[user + "/" + assembly] = hosts_lines;
+  }
+  work_->Post([this, user, assembly] {
+    const std::string dir = options_.shared_dir + "/.tarn/names/" + user + "/" + assembly;
+    std::string lines;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = hosts_lines_.find(user + "/" + assembly);
+      if (it == hosts_lines_.end()) return;  // destroyed meanwhile
+      lines = it->second;
+    }
+    Status s = MakeDirectories(dir, 0755);
+    if (s.ok()) {
+      s = RewriteInPlace(dir + "/hosts",
+                         RenderHostsFile(ReadFileToString("/etc/hosts", 1 << 20).value_or(""),
+                                         lines, user, assembly));
+    }
+    if (!s.ok()) LogError(user + "/" + assembly + ": hosts file: " + s.message());
+  });
+}
+
+}  // namespace tarn::backend

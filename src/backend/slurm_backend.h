@@ -1,0 +1,242 @@
+// SlurmBackend: runs assemblies on a Slurm cluster. Slurm places and confines (cgroups, GRES
+// GPUs); tarn keeps the assembly semantics (names, TF_CONFIG, dependencies, restarts by the
+// assembly's policy, flex, stop/start). Phase 1 of issue 9.
+//
+// Each start of an instance is one batch job, submitted with sbatch (argv, never a shell)
+// as `tarn.<user>.<assembly>.<instance>.<n>` (n: the start counter of the container id),
+// with --cpus-per-task, --mem (always), --gres=gpu:N, --no-requeue (restarts follow tarn's
+// policy, not Slurm's requeue) and the configured partition/account/QOS/extra options. Its
+// files live in <shared_dir>/<user>/<assembly>/<instance>/ (job.sh, spec.json, stdout.log,
+// stderr.log, address, exit.json); TARN_SHARED_DIR is <shared_dir>/.tarn/shared/<user>/
+// <assembly> and the work directory <shared_dir>/.tarn/containers/...: shared_dir must be
+// on a filesystem every node sees at the same path (checked at Create and at every launch).
+// The job's script asks Slurm for its node's address (sinfo), writes it to the `address`
+// file (the job reports its address back) and execs `srun tarn-shim --foreground`, which
+// runs the instance in its own namespaces inside the job's cgroup, with the environment
+// BuildContainerSpec makes (as locally) except TARN_IP = the node's address and
+// CUDA_VISIBLE_DEVICES = the GPUs Slurm gave the job. SLURM_CONF (the configured one, else
+// the server's $SLURM_CONF) is passed to every Slurm command tarn runs and into the job.
+//
+// Placement: Slurm places. RequestPlacement only checks that some node of `sinfo --json`
+// could ever hold the instance, and when none seems to, asks `sbatch --test-only` (which
+// submits nothing): kInfeasible with the sizes and Slurm's reason when Slurm agrees.
+// Place() then reports every request placed at once, with no node and no address: kStarted
+// names both (the Manager publishes the instance's DNS name from it). PENDING jobs are
+// reported as kWaiting with Slurm's reason ("Slurm: PENDING (Resources)"); a job sbatch
+// refuses is kStartFailed with sbatch's message. The sinfo inventory (for this check and
+// Nodes()/Queues()) is refreshed by the poller: these calls wait for Slurm only in that
+// rare --test-only (5 s at most).
+//
+// Phase 1 limits: a gang is submitted as separate jobs (Slurm may start some members before
+// others; heterogeneous jobs are phase 2). Instances on one node share its address, so a
+// component that binds a fixed port needs one instance per node or distinct ports
+// (per-instance port assignment before submit is phase 2). tarn's DNS server must be
+// reachable from the nodes for names to resolve inside containers.
+//
+// States: ONE poller thread reads `squeue --json` (all jobs: it ignores filters) every
+// poll_interval and maps each job it tracks: RUNNING with its address file -> kStarted(ip,
+// node); an end state -> kExited exactly once per container id, with the exit code or
+// signal of its wait status, OOM (OUT_OF_MEMORY, or derived exit code 253 from an srun
+// step) and Slurm's state and reason as diagnostics ("Slurm: FAILED (NonZeroExitCode),
+// exited with code 3"); a job gone from squeue without an end state seen -> kExited saying
+// it was lost. Stop is `scancel` (SIGTERM, SIGKILL after KillWait); its kExited comes when
+// squeue shows the end. Recover finds the job by its name (and the job id recorded in the
+// instance directory) at the poller's next squeue pass that succeeds: pending or running
+// -> kStarted once it runs, ended -> kExited, none -> kStartFailed (none, but recorded ->
+// kExited saying it was lost); a restarted server adopts, never submits twice.
+//
+// Threads: container work (Launch, Stop, Recover, Cleanup, DestroyAssembly) runs on one
+// worker thread in the order asked (so Stop after Launch cancels what Launch submitted);
+// probes on another (a probe blocks up to its timeout); squeue and sinfo on the poller.
+// Phase 1 submits one job at a time (sbatch takes ~30 ms here). The EventSink
+// is called with an internal lock held (events of one instance come in order): it must
+// return quickly. Jobs outlive the backend: the destructor joins the threads and cancels
+// nothing. All public methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "backend/exit_ledger.h"
+#include "backend/local_container.h"
+#include "backend/name_files.h"
+#include "backend/slurm_commands.h"
+#include "common/clock.h"
+#include "common/status.h"
+#include "common/subprocess.h"
+#include "service/backend.h"
+
+namespace tarn::backend {
+
+class SerialQueue;  // slurm_backend.cc: one thread running tasks in order
+
+// The checks of shared_dir, with errors naming the configuration key: it exists, is a
+// directory and is writable by this process.
+Status CheckSharedDir(const std::string& shared_dir);
+
+class SlurmBackend final : public service::Backend {
+ public:
+  struct Options {
+    std::string slurm_conf;  // "" = $SLURM_CONF of this process (may be unset: Slurm's default)
+    std::string partition, account, qos;  // "" = Slurm's defaults
+    std::vector<std::string> sbatch_options;
+    std::string shared_dir;  // required, absolute
+    // How often squeue is read; <= 0: no poller thread (tests call PollForTest()).
+    std::chrono::milliseconds poll_interval{500};
+    std::string domain = "tarn";
+    std::string bin_dir;           // tarn's binaries (tarn-shim; first on the instances' PATH)
+    NameResolution names;          // kResolvConf/kHosts files are written under shared_dir
+    const Clock* clock = nullptr;  // required
+    service::EventSink events;     // required
+    std::chrono::milliseconds command_timeout{30000};  // per Slurm command
+    // Runs one Slurm command (argv, then the time limit); empty: RunCommand. Tests give a
+    // fake Slurm here.
+    std::function<StatusOr<CommandResult>(const std::vector<std::string>&,
+                                          std::chrono::milliseconds)>
+        run_command;
+  };
+
+  static StatusOr<std::unique_ptr<SlurmBackend>> Create(Options options);
+  ~SlurmBackend() override;
+
+  SlurmBackend(const SlurmBackend&) = delete;
+  SlurmBackend& operator=(const SlurmBackend&) = delete;
+
+  // ---- service::Backend ----
+  Status RequestPlacement(const spec::Assembly& assembly,
+                          const std::vector<service::InstanceRef>& members, bool gang) override;
+  std::vector<std::string> Place() override;
+  service::PlacementStatus GetPlacement(const std::string& key) const override;
+  Status RestorePlacement(const spec::Assembly& assembly, const service::InstanceRef& ref,
+                          const service::Placement& placement) override;
+  void ReleasePlacement(const std::string& key) override;
+
+  void Launch(const spec::Assembly& assembly, const service::InstanceRef& ref,
+              const service::Placement& placement, const std::string& container_id) override;
+  void Stop(const service::InstanceRef& ref, const std::string& container_id) override;
+  void Recover(const spec::Assembly& assembly, const service::InstanceRef& ref,
+               const std::string& container_id) override;
+  void Probe(const spec::Assembly& assembly, const service::InstanceRef& ref,
+             const std::string& container_id, const spec::ReadinessCheck& check) override;
+  // With `logs`, removes the instance's directory and work directory; never while its job
+  // is tracked as pending or running.
+  void Cleanup(const service::InstanceRef& ref, bool logs) override;
+  void DestroyAssembly(const std::string& user, const std::string& assembly) override;
+
+  // From `sinfo --json` (as the poller last read it, every few seconds).
+  std::vector<scheduler::NodeUsage> Nodes() const override;
+  // "default" (the configured partition, else Slurm's default) and every partition sinfo
+  // lists; an assembly's queue other than "default" is submitted to that partition.
+  std::vector<scheduler::QueueUsage> Queues() const override;
+  std::string LogFile(const service::InstanceRef& ref, bool stderr_stream) const override;
+  std::string SharedDir(const std::string& user, const std::string& assembly) const override;
+  void NamesChanged(const std::string& user, const std::string& assembly,
+                    const std::string& hosts_lines) override;
+  std::string DescribeNameResolution() const override { return options_.names.description; }
+
+  // One pass of the poller (the node inventory when stale, squeue), on the calling thread.
+  void PollForTest();
+  // Returns once the container work asked for so far is done.
+  void WaitForIdleForTest();
+
+ private:
+  // A job tarn watches: submitted by Launch or found by Recover.
+  struct Tracked {
+    std::string container_id;
+    int64_t job_id = 0;
+    std::string instance_dir;
+    bool started = false;        // kStarted sent
+    std::string waiting_reason;  // the last kWaiting detail sent
+    int misses = 0;              // squeue passes that did not list it
+    // Recover: the job's name, until a squeue pass finds it (job_id: the recorded one, 0
+    // when none).
+    std::string recover_name;
+  };
+  struct Request {
+    bool infeasible = false;
+    std::string reason;
+    bool placed = false;
+  };
+
+  explicit SlurmBackend(Options options);
+  void StartThreads();  // once Create has checked that Slurm answers
+
+  // Runs a Slurm command with SLURM_CONF set: `env SLURM_CONF=... argv...`; `timeout` 0:
+  // options_.command_timeout.
+  StatusOr<CommandResult> RunSlurm(const std::vector<std::string>& argv,
+                                   std::chrono::milliseconds timeout = {}) const;
+  // The partition of the assembly's queue: "default" (or none) is the configured one.
+  std::string PartitionFor(const spec::Assembly& assembly) const;
+  StatusOr<std::vector<SlurmJob>> ListJobs() const;
+  // The node inventory (sinfo --json) is read by Create and then by the poller every few
+  // seconds, never on the service loop's calls (a controller that does not answer would
+  // block them); those read the last good one.
+  Status RefreshNodes();
+  std::vector<SlurmNode> CachedNodes() const;
+
+  LaunchContext ContextFor(const std::string& user) const;
+  std::string InstanceDir(const service::InstanceRef& ref) const;
+  std::string AssemblyDir(const std::string& user, const std::string& assembly) const;
+
+  void DoLaunch(const spec::Assembly& assembly, const service::InstanceRef& ref,
+                const std::string& container_id);
+  // Writes spec.json, job.sh and the name files; returns the sbatch argv.
+  StatusOr<std::vector<std::string>> PrepareJob(const spec::Assembly& assembly,
+                                                const spec::Component& component,
+                                                const service::InstanceRef& ref,
+                                                const std::string& container_id);
+  void DoStop(const service::InstanceRef& ref, const std::string& container_id);
+  void DoRecover(const service::InstanceRef& ref, const std::string& container_id);
+  void DoProbe(const spec::Assembly& assembly, const service::InstanceRef& ref,
+               const std::string& container_id, const spec::ReadinessCheck& check);
+  void DoCleanup(const service::InstanceRef& ref, bool logs);
+  void DoDestroyAssembly(const std::string& user, const std::string& assembly);
+
+  // One pass of the poller over `jobs` (squeue's answer).
+  void Observe(const std::vector<SlurmJob>& jobs);
+  void PollLoop();
+
+  void Emit(service::BackendEvent event);  // REQUIRES: mu_ held
+  void EmitStartFailed(const std::string& key, const std::string& container_id,
+                       const std::string& detail);
+  // kExited once per container id; stops tracking it when it is the one tracked.
+  // `container_id` by value: it may be a field of the entry this erases.
+  void ReportExit(const std::string& key, std::string container_id,
+                  runtime::ExitInfo exit);  // REQUIRES: mu_ held
+  runtime::ExitInfo MadeUpExit(const std::string& diagnostics) const;
+
+  const Options options_;
+  std::string slurm_conf_;  // resolved: options_.slurm_conf or $SLURM_CONF at Create
+
+  mutable std::mutex place_mu_;
+  std::unordered_map<std::string, Request> requests_;  // by key; guarded by place_mu_
+
+  mutable std::mutex nodes_mu_;
+  std::vector<SlurmNode> nodes_;  // guarded by nodes_mu_
+  std::chrono::steady_clock::time_point nodes_read_{};
+
+  std::mutex mu_;  // guards the maps below and every call of options_.events
+  std::unordered_map<std::string, Tracked> tracked_;  // by instance key
+  ExitLedger exits_;  // the containers whose kExited was sent ("exactly once")
+  std::unordered_map<std::string, std::string> hosts_lines_;  // by "user/assembly"
+
+  std::mutex poll_mu_;
+  std::condition_variable poll_cv_;
+  bool stopping_ = false;  // guarded by poll_mu_
+  std::thread poller_;
+
+  std::unique_ptr<SerialQueue> work_;  // last two: their threads use everything above
+  std::unique_ptr<SerialQueue> probes_;
+};
+
+}  // namespace tarn::backend

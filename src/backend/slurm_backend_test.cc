@@ -1,0 +1,351 @@
+// SlurmBackend against a fake Slurm (Options::run_command): what it submits, and how the
+// poller turns squeue's answers into events (once each), adopts jobs after a restart and
+// never submits for them. tests/slurm_backend_test.cc runs the same against a real Slurm.
+#include "backend/slurm_backend.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+
+#include "common/file.h"
+#include "spec/parser.h"
+
+namespace tarn::backend {
+namespace {
+
+using json = nlohmann::json;
+using service::BackendEvent;
+using service::InstanceRef;
+
+// A Slurm controller in memory: sinfo, squeue, sbatch (and --test-only), scancel.
+class FakeSlurm {
+ public:
+  struct Job {
+    std::string name, state = "PENDING", reason = "None";
+    int64_t exit_code = 0;
+  };
+
+  StatusOr<CommandResult> Run(const std::vector<std::string>& full) {
+    std::lock_guard<std::mutex> lock(mu_);
+    commands_.push_back(full);
+    std::vector<std::string> argv = full;
+    if (argv.size() >= 2 && argv[0] == "env") argv.erase(argv.begin(), argv.begin() + 2);
+    CommandResult r;
+    r.exit_code = 0;
+    if (argv[0] == "sinfo") {
+      r.out = R"({"errors": [], "nodes": [
+          {"name": "node1", "address": "127.0.1.1", "cpus": 4, "real_memory": 4096,
+           "gres": "gpu:2", "partitions": ["main"]},
+          {"name": "node2", "address": "127.0.1.2", "cpus": 4, "real_memory": 4096,
+           "gres": "gpu:2", "partitions": ["main"]}]})";
+    } else if (argv[0] == "squeue") {
+      if (down) {
+        r.exit_code = 1;
+        r.err = "squeue: error: Unable to contact slurm controller (connect failure)\n";
+        return r;
+      }
+      json jobs = json::array();
+      for (const auto& [id, j] : jobs_) {
+        jobs.push_back({{"job_id", id},
+                        {"name", j.name},
+                        {"job_state", j.state},
+                        {"state_reason", j.reason},
+                        {"exit_code", j.exit_code},
+                        {"derived_exit_code", 0}});
+      }
+      r.out = json{{"errors", json::array()}, {"jobs", jobs}}.dump();
+    } else if (argv[0] == "sbatch" && argv[1] == "--test-only") {
+      r.exit_code = 1;
+      r.err = "allocation failure: Requested node configuration is not available\n";
+    } else if (argv[0] == "sbatch") {
+      Job j;
+      for (const std::string& a : argv) {
+        if (a.rfind("--job-name=", 0) == 0) j.name = a.substr(11);
+      }
+      jobs_[next_id_] = j;
+      r.out = std::to_string(next_id_++) + "\n";
+    } else if (argv[0] == "scancel") {
+      for (auto& [id, j] : jobs_) {
+        if (std::to_string(id) == argv[1] || "--name=" + j.name == argv[1]) {
+          j.state = "CANCELLED";
+          j.exit_code = 15;
+        }
+      }
+    }
+    return r;
+  }
+
+  void Set(int64_t id, Job j) {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_[id] = std::move(j);
+  }
+  void Remove(int64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_.erase(id);
+  }
+  void SetState(int64_t id, const std::string& state, int64_t exit_code = 0,
+                const std::string& reason = "None") {
+    std::lock_guard<std::mutex> lock(mu_);
+    jobs_[id].state = state;
+    jobs_[id].exit_code = exit_code;
+    jobs_[id].reason = reason;
+  }
+  // The commands run so far whose Slurm command is `name`.
+  std::vector<std::vector<std::string>> Commands(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<std::vector<std::string>> out;
+    for (const auto& c : commands_) {
+      if (c.size() > 2 && c[2] == name) out.push_back(c);
+    }
+    return out;
+  }
+
+  bool down = false;  // squeue fails, as with the controller down
+
+ private:
+  std::mutex mu_;
+  std::map<int64_t, Job> jobs_;
+  int64_t next_id_ = 100;
+  std::vector<std::vector<std::string>> commands_;
+};
+
+class FakeSlurmBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("slurm_backend_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+    spec::ParseOptions po;
+    po.user = "alice";
+    spec::ParseResult r = spec::ParseAssemblyJson(
+        json::parse(R"({"name": "a", "version": "1", "components": [{"name": "w",
+          "number_of_containers": 3, "launch_command": "sleep 100",
+          "resource": {"cpus": 2, "memory": "128"}}]})"),
+        po);
+    ASSERT_TRUE(r.ok());
+    assembly_ = *r.assembly;
+    backend_ = NewBackend();
+    ASSERT_NE(backend_, nullptr);
+  }
+  void TearDown() override {
+    backend_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  std::unique_ptr<SlurmBackend> NewBackend() {
+    SlurmBackend::Options o;
+    o.slurm_conf = "/fake/slurm.conf";
+    o.shared_dir = dir_.string();
+    o.poll_interval = std::chrono::milliseconds(0);  // the test polls
+    o.bin_dir = "/opt/tarn/bin";
+    o.clock = &clock_;
+    o.events = [this](BackendEvent e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back(std::move(e));
+    };
+    o.run_command = [this](const std::vector<std::string>& argv, std::chrono::milliseconds) {
+      return slurm_.Run(argv);
+    };
+    auto b = SlurmBackend::Create(std::move(o));
+    EXPECT_TRUE(b.ok()) << b.status().ToString();
+    return b.ok() ? std::move(b).value() : nullptr;
+  }
+
+  InstanceRef Ref(int index) {
+    InstanceRef r;
+    r.user = "alice";
+    r.assembly = "a";
+    r.component = "w";
+    r.index = index;
+    r.instance = "w-" + std::to_string(index);
+    return r;
+  }
+  // The events so far, then forgets them.
+  std::vector<BackendEvent> Take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(events_, {});
+  }
+  void ReportAddress(int index, const std::string& line) {
+    const std::filesystem::path inst = dir_ / "alice/a" / ("w-" + std::to_string(index));
+    std::filesystem::create_directories(inst);
+    ASSERT_TRUE(runtime::WriteFileAtomically((inst / "address").string(), line).ok());
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  FakeSlurm slurm_;
+  spec::Assembly assembly_;
+  std::mutex mu_;
+  std::vector<BackendEvent> events_;
+  std::unique_ptr<SlurmBackend> backend_;
+};
+
+TEST_F(FakeSlurmBackendTest, LaunchSubmitsAndThePollerReportsEachStepOnce) {
+  ASSERT_TRUE(backend_->RequestPlacement(assembly_, {Ref(0)}, false).ok());
+  EXPECT_EQ(backend_->Place(), std::vector<std::string>{"alice/a/w-0"});
+  service::PlacementStatus ps = backend_->GetPlacement("alice/a/w-0");
+  EXPECT_EQ(ps.phase, service::PlacementStatus::Phase::kPlaced);
+  EXPECT_EQ(ps.placement, service::Placement{});  // node and address come with kStarted
+
+  backend_->Launch(assembly_, Ref(0), {}, "alice_a_w-0_1");
+  backend_->WaitForIdleForTest();
+  auto sbatch = slurm_.Commands("sbatch");
+  ASSERT_EQ(sbatch.size(), 1u);
+  const std::string inst = (dir_ / "alice/a/w-0").string();
+  EXPECT_EQ(sbatch[0],
+            (std::vector<std::string>{"env", "SLURM_CONF=/fake/slurm.conf", "sbatch", "--parsable",
+                                      "--no-requeue", "--job-name=tarn.alice.a.w-0.1",
+                                      "--cpus-per-task=2", "--mem=128M", "-o", inst + "/stdout.log",
+                                      "-e", inst + "/stderr.log", inst + "/job.sh"}));
+  EXPECT_NE(ReadFileToString(inst + "/job.sh").value_or("").find("tarn-shim' --foreground"),
+            std::string::npos);
+  const std::string spec = ReadFileToString(inst + "/spec.json").value_or("");
+  EXPECT_NE(spec.find("TARN_SHARED_DIR=" + dir_.string() + "/.tarn/shared/alice/a"),
+            std::string::npos);
+  EXPECT_TRUE(Take().empty());
+
+  backend_->PollForTest();
+  auto events = Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, BackendEvent::Kind::kWaiting);
+  EXPECT_EQ(events[0].detail, "Slurm: PENDING");
+  slurm_.Set(100, {"tarn.alice.a.w-0.1", "PENDING", "Resources", 0});
+  backend_->PollForTest();
+  events = Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].detail, "Slurm: PENDING (Resources)");
+  backend_->PollForTest();
+  EXPECT_TRUE(Take().empty()) << "the same reason is said once";
+
+  // Running, but no address reported yet (or an older job's): not started.
+  slurm_.SetState(100, "RUNNING");
+  ReportAddress(0, "127.0.1.1 node1 99\n");
+  backend_->PollForTest();
+  EXPECT_TRUE(Take().empty());
+  ReportAddress(0, "127.0.1.2 node2 100\n");
+  backend_->PollForTest();
+  backend_->PollForTest();
+  events = Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, BackendEvent::Kind::kStarted);
+  EXPECT_EQ(events[0].container_id, "alice_a_w-0_1");
+  EXPECT_EQ(events[0].ip, "127.0.1.2");
+  EXPECT_EQ(events[0].node, "node2");
+
+  slurm_.SetState(100, "FAILED", 768, "NonZeroExitCode");
+  backend_->PollForTest();
+  backend_->PollForTest();
+  events = Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, BackendEvent::Kind::kExited);
+  EXPECT_EQ(events[0].exit.exit_code, 3);
+  EXPECT_EQ(events[0].exit.diagnostics, "Slurm: FAILED (NonZeroExitCode), exited with code 3");
+  EXPECT_EQ(backend_->LogFile(Ref(0), false), "");  // the fake job wrote no output
+}
+
+TEST_F(FakeSlurmBackendTest, StopCancelsAndTheEndComesFromSqueue) {
+  backend_->Launch(assembly_, Ref(0), {}, "alice_a_w-0_1");
+  backend_->Stop(Ref(0), "alice_a_w-0_1");
+  backend_->WaitForIdleForTest();
+  auto scancel = slurm_.Commands("scancel");
+  ASSERT_EQ(scancel.size(), 1u);
+  EXPECT_EQ(scancel[0].back(), "100");
+  EXPECT_TRUE(Take().empty()) << "the end is squeue's to tell";
+  backend_->PollForTest();
+  auto events = Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, BackendEvent::Kind::kExited);
+  EXPECT_EQ(events[0].exit.signal, 15);
+  EXPECT_EQ(events[0].exit.diagnostics, "Slurm: CANCELLED");
+  // A start that was never submitted ends at once.
+  backend_->Stop(Ref(1), "alice_a_w-1_1");
+  backend_->WaitForIdleForTest();
+  events = Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].exit.diagnostics, "stopped before it started");
+}
+
+// After a server restart: a job found by name is adopted (nothing submitted), even when the
+// controller did not answer at first; none is kStartFailed; one recorded but forgotten by
+// squeue is an exit that says it was lost; one that vanishes while watched is lost too.
+TEST_F(FakeSlurmBackendTest, RecoverAdoptsJobsAndNeverSubmits) {
+  slurm_.Set(200, {"tarn.alice.a.w-0.3", "RUNNING", "None", 0});
+  std::filesystem::create_directories(dir_ / "alice/a/w-2");
+  ASSERT_TRUE(
+      runtime::WriteFileAtomically((dir_ / "alice/a/w-2/job").string(), "300 alice_a_w-2_1\n")
+          .ok());
+  slurm_.down = true;
+  backend_->Recover(assembly_, Ref(0), "alice_a_w-0_3");
+  backend_->Recover(assembly_, Ref(1), "alice_a_w-1_1");
+  backend_->Recover(assembly_, Ref(2), "alice_a_w-2_1");
+  backend_->WaitForIdleForTest();
+  backend_->PollForTest();
+  EXPECT_TRUE(Take().empty()) << "no answer from Slurm: nothing can be told yet";
+
+  slurm_.down = false;
+  ReportAddress(0, "127.0.1.1 node1 200\n");
+  backend_->PollForTest();
+  std::map<std::string, BackendEvent> by_key;
+  for (BackendEvent& e : Take()) by_key[e.key] = std::move(e);
+  ASSERT_EQ(by_key.size(), 3u);
+  EXPECT_EQ(by_key["alice/a/w-0"].kind, BackendEvent::Kind::kStarted);
+  EXPECT_EQ(by_key["alice/a/w-0"].ip, "127.0.1.1");
+  EXPECT_EQ(by_key["alice/a/w-1"].kind, BackendEvent::Kind::kStartFailed);
+  EXPECT_EQ(by_key["alice/a/w-1"].detail,
+            "container alice_a_w-1_1 never started: Slurm has no job tarn.alice.a.w-1.1");
+  EXPECT_EQ(by_key["alice/a/w-2"].kind, BackendEvent::Kind::kExited);
+  EXPECT_EQ(by_key["alice/a/w-2"].exit.diagnostics,
+            "lost: Slurm job 300 ended while tarn server was down; how it ended is unknown");
+  EXPECT_TRUE(slurm_.Commands("sbatch").empty());
+
+  // A second Launch of a watched instance is refused: never two copies.
+  backend_->Launch(assembly_, Ref(0), {}, "alice_a_w-0_4");
+  backend_->WaitForIdleForTest();
+  auto events = Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, BackendEvent::Kind::kStartFailed);
+  EXPECT_TRUE(slurm_.Commands("sbatch").empty());
+
+  // The job vanishes from squeue with no end state seen: lost after a few passes.
+  slurm_.Remove(200);
+  backend_->PollForTest();
+  backend_->PollForTest();
+  EXPECT_TRUE(Take().empty()) << "one or two passes may miss a job";
+  backend_->PollForTest();
+  events = Take();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, BackendEvent::Kind::kExited);
+  EXPECT_EQ(events[0].exit.diagnostics,
+            "lost: Slurm no longer lists job 200 and no end state of it was seen");
+}
+
+TEST_F(FakeSlurmBackendTest, WhatNoNodeCanHoldIsInfeasibleInSlurmsWords) {
+  spec::Assembly big = assembly_;
+  big.components[0].resource.gpus = 9;
+  ASSERT_TRUE(backend_->RequestPlacement(big, {Ref(0)}, false).ok());
+  EXPECT_TRUE(backend_->Place().empty());
+  service::PlacementStatus ps = backend_->GetPlacement("alice/a/w-0");
+  EXPECT_EQ(ps.phase, service::PlacementStatus::Phase::kInfeasible);
+  EXPECT_EQ(ps.reason,
+            "no Slurm node has 2 CPUs, 128 MiB and 9 GPUs (the largest have 4 CPUs, 4096 MiB, 2 "
+            "GPUs); Slurm: allocation failure: Requested node configuration is not available");
+  EXPECT_EQ(slurm_.Commands("sbatch").size(), 1u);  // --test-only: nothing submitted
+}
+
+TEST_F(FakeSlurmBackendTest, SharedDirIsChecked) {
+  EXPECT_TRUE(CheckSharedDir(dir_.string()).ok());
+  Status s = CheckSharedDir((dir_ / "nope").string());
+  EXPECT_EQ(s.message(), "backend.shared_dir \"" + (dir_ / "nope").string() +
+                             "\": No such file or directory (create it on a filesystem every "
+                             "Slurm node mounts)");
+  EXPECT_EQ(CheckSharedDir("rel").message(), "backend.shared_dir \"rel\": not an absolute path");
+}
+
+}  // namespace
+}  // namespace tarn::backend

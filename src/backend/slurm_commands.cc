@@ -1,0 +1,261 @@
+#include "backend/slurm_commands.h"
+
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace tarn::backend {
+namespace {
+
+using json = nlohmann::json;
+
+int64_t IntField(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) return 0;
+  return it->get<int64_t>();
+}
+
+std::string StringField(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return "";
+  return it->get<std::string>();
+}
+
+// The GPU count of a gres string: "gpu:2", "gpu:a100:2(S:0-1)", "gpu:0,mps:100" -> 2, 2, 0.
+int64_t GpusOf(const std::string& gres) {
+  int64_t total = 0;
+  std::stringstream items(gres);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    if (item.rfind("gpu:", 0) != 0) continue;
+    item = item.substr(0, item.find('('));
+    const std::string count = item.substr(item.rfind(':') + 1);
+    if (!count.empty() && std::all_of(count.begin(), count.end(), ::isdigit)) {
+      total += std::stoll(count);
+    }
+  }
+  return total;
+}
+
+// The errors squeue/sinfo put in their JSON ("errors": [{"error": "...", ...}]).
+Status JsonErrors(const json& j, const std::string& what) {
+  auto errors = j.find("errors");
+  if (errors == j.end() || !errors->is_array() || errors->empty()) return OkStatus();
+  const json& e = (*errors)[0];
+  std::string text = e.is_object() ? StringField(e, "error") : e.dump();
+  if (text.empty()) text = e.dump();
+  return UnavailableError(what + ": " + text);
+}
+
+bool IsEndState(const std::string& state) {
+  static const char* const kEnded[] = {"COMPLETED",     "FAILED",       "CANCELLED", "TIMEOUT",
+                                       "OUT_OF_MEMORY", "NODE_FAIL",    "PREEMPTED", "BOOT_FAIL",
+                                       "DEADLINE",      "SPECIAL_EXIT", "REVOKED"};
+  return std::find(std::begin(kEnded), std::end(kEnded), state) != std::end(kEnded);
+}
+
+}  // namespace
+
+StatusOr<std::vector<SlurmJob>> ParseSqueueJson(const std::string& text) {
+  try {
+    const json j = json::parse(text);
+    RETURN_IF_ERROR(JsonErrors(j, "squeue"));
+    std::vector<SlurmJob> jobs;
+    for (const json& e : j.at("jobs")) {
+      SlurmJob job;
+      job.job_id = IntField(e, "job_id");
+      job.name = StringField(e, "name");
+      job.state = StringField(e, "job_state");
+      job.reason = StringField(e, "state_reason");
+      job.nodes = StringField(e, "nodes");
+      job.exit_code = IntField(e, "exit_code");
+      job.derived_exit_code = IntField(e, "derived_exit_code");
+      job.end_time = IntField(e, "end_time");
+      jobs.push_back(std::move(job));
+    }
+    return jobs;
+  } catch (const json::exception& e) {
+    return DataLossError(std::string("squeue --json: unexpected output: ") + e.what());
+  }
+}
+
+StatusOr<std::vector<SlurmNode>> ParseSinfoJson(const std::string& text) {
+  try {
+    const json j = json::parse(text);
+    RETURN_IF_ERROR(JsonErrors(j, "sinfo"));
+    std::vector<SlurmNode> nodes;
+    for (const json& e : j.at("nodes")) {
+      SlurmNode n;
+      n.name = StringField(e, "name");
+      n.address = StringField(e, "address");
+      n.cpus = IntField(e, "cpus");
+      n.memory_mib = IntField(e, "real_memory");
+      n.gpus = GpusOf(StringField(e, "gres"));
+      n.alloc_cpus = IntField(e, "alloc_cpus");
+      n.alloc_memory_mib = IntField(e, "alloc_memory");
+      n.alloc_gpus = GpusOf(StringField(e, "gres_used"));
+      n.state = StringField(e, "state");
+      if (auto p = e.find("partitions"); p != e.end() && p->is_array()) {
+        for (const json& name : *p) {
+          if (name.is_string()) n.partitions.push_back(name.get<std::string>());
+        }
+      }
+      nodes.push_back(std::move(n));
+    }
+    return nodes;
+  } catch (const json::exception& e) {
+    return DataLossError(std::string("sinfo --json: unexpected output: ") + e.what());
+  }
+}
+
+JobView ViewJob(const SlurmJob& job) {
+  JobView v;
+  const std::string reason =
+      job.reason.empty() || job.reason == "None" ? "" : " (" + job.reason + ")";
+  if (job.state == "PENDING" || job.state == "CONFIGURING" || job.state == "REQUEUED" ||
+      job.state == "SUSPENDED" || job.state == "RESIZING") {
+    v.phase = JobView::Phase::kPending;
+    v.detail = "Slurm: " + job.state + reason;
+    return v;
+  }
+  if (!IsEndState(job.state)) {  // RUNNING, COMPLETING, STAGE_OUT, SIGNALING...
+    v.phase = JobView::Phase::kRunning;
+    v.detail = "Slurm: " + job.state + reason;
+    return v;
+  }
+  v.phase = JobView::Phase::kEnded;
+  runtime::ExitInfo& e = v.exit;
+  const int status = static_cast<int>(job.exit_code);
+  if (WIFSIGNALED(status)) {
+    e.signal = WTERMSIG(status);
+  } else {
+    e.exit_code = WEXITSTATUS(status);
+  }
+  // Slurm marks an OOM kill inside an srun step only in the derived exit code (0:125).
+  const bool step_oom = job.derived_exit_code == 253;
+  e.oom_killed = job.state == "OUT_OF_MEMORY" || step_oom;
+  // An end that is not a success must never read as one (NODE_FAIL, TIMEOUT... may carry
+  // a zero status): the restart policy would take it for a clean exit.
+  if (job.state != "COMPLETED" && e.signal == 0 && e.exit_code == 0) e.exit_code = -1;
+  if (job.end_time > 0) e.finished_at_ms = job.end_time * 1000;
+  std::string how;
+  if (job.state == "OUT_OF_MEMORY") {
+    how = "";
+  } else if (e.oom_killed) {
+    how = ", killed: out of memory (over its --mem)";
+  } else if (job.state == "FAILED" || job.state == "COMPLETED") {
+    how = ", " + runtime::DescribeExit(e);
+  }
+  // "OutOfMemory" only repeats OUT_OF_MEMORY.
+  const std::string shown_reason = job.state == "OUT_OF_MEMORY" ? "" : reason;
+  e.diagnostics = "Slurm: " + job.state + shown_reason + how;
+  v.detail = e.diagnostics;
+  return v;
+}
+
+std::string JobName(const std::string& user, const std::string& assembly,
+                    const std::string& instance, const std::string& container_id) {
+  std::string suffix = container_id;
+  const std::string prefix = user + "_" + assembly + "_" + instance + "_";
+  if (container_id.rfind(prefix, 0) == 0) suffix = container_id.substr(prefix.size());
+  return "tarn." + user + "." + assembly + "." + instance + "." + suffix;
+}
+
+std::vector<std::string> SbatchArgv(const SbatchRequest& r) {
+  std::vector<std::string> argv = {
+      "sbatch",
+      "--parsable",
+      "--no-requeue",
+      "--job-name=" + r.job_name,
+      "--cpus-per-task=" + std::to_string(std::max<int64_t>(1, r.cpus)),
+      "--mem=" + std::to_string(std::max<int64_t>(1, r.memory_mib)) + "M"};
+  if (r.gpus > 0) argv.push_back("--gres=gpu:" + std::to_string(r.gpus));
+  if (!r.partition.empty()) argv.push_back("--partition=" + r.partition);
+  if (!r.account.empty()) argv.push_back("--account=" + r.account);
+  if (!r.qos.empty()) argv.push_back("--qos=" + r.qos);
+  argv.insert(argv.end(), r.extra_options.begin(), r.extra_options.end());
+  if (r.test_only) {
+    argv[1] = "--test-only";
+    argv.push_back("--wrap=true");
+    return argv;
+  }
+  argv.insert(argv.end(), {"-o", r.stdout_path, "-e", r.stderr_path, r.script_path});
+  return argv;
+}
+
+StatusOr<int64_t> ParseSbatchJobId(const std::string& out) {
+  std::string first = out.substr(0, out.find_first_of(";\n"));
+  while (!first.empty() && std::isspace(static_cast<unsigned char>(first.back()))) first.pop_back();
+  if (first.empty() || first.size() > 18 || !std::all_of(first.begin(), first.end(), ::isdigit)) {
+    return DataLossError("sbatch --parsable printed \"" + out.substr(0, 200) + "\", not a job id");
+  }
+  return std::stoll(first);
+}
+
+std::string SlurmError(const std::string& err) {
+  std::string last;
+  std::stringstream lines(err);
+  std::string line;
+  while (std::getline(lines, line)) {
+    auto at = line.find(": error: ");
+    if (at != std::string::npos) last = line.substr(at + 9);
+  }
+  if (!last.empty()) return last;
+  std::string all = err;
+  while (!all.empty() && std::isspace(static_cast<unsigned char>(all.back()))) all.pop_back();
+  return all;
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string RenderBatchScript(const BatchScript& b) {
+  std::string s = "#!/bin/sh\n";
+  s += "# Written by tarn server (slurm backend): runs one instance under tarn-shim.\n";
+  if (!b.slurm_conf.empty())
+    s += "SLURM_CONF=" + ShellQuote(b.slurm_conf) + "\nexport SLURM_CONF\n";
+  s += "dir=" + ShellQuote(b.instance_dir) + "\n";
+  s += "# The node's address (no job variable carries it): the instance binds it, and tarn's\n";
+  s += "# DNS name of the instance points at it once this file is written.\n";
+  s += "addr=$(sinfo -h -N -n \"$SLURMD_NODENAME\" -o %o | head -n 1)\n";
+  s += "if [ -z \"$addr\" ]; then\n";
+  s += "  echo \"tarn: cannot find the address of node $SLURMD_NODENAME (sinfo)\" >&2\n";
+  s += "  exit 1\n";
+  s += "fi\n";
+  s += "printf '%s %s %s\\n' \"$addr\" \"$SLURMD_NODENAME\" \"$SLURM_JOB_ID\" > "
+       "\"$dir/address.tmp\"\n";
+  s += "mv -f \"$dir/address.tmp\" \"$dir/address\"\n";
+  s += "gpus=${CUDA_VISIBLE_DEVICES-}\n";
+  s += "nvidia=${gpus:-void}\n";
+  s += "exec srun --ntasks=1 --cpus-per-task=" + std::to_string(std::max<int64_t>(1, b.cpus));
+  if (b.gpus > 0) s += " --gres=gpu:" + std::to_string(b.gpus);
+  s += " \\\n  " + ShellQuote(b.shim_binary) + " --foreground \"$dir\" --env \"TARN_IP=$addr\"";
+  s += " \\\n  --env \"CUDA_VISIBLE_DEVICES=$gpus\" --env \"NVIDIA_VISIBLE_DEVICES=$nvidia\"\n";
+  return s;
+}
+
+StatusOr<ReportedAddress> ParseAddressFile(const std::string& text) {
+  std::stringstream in(text);
+  ReportedAddress a;
+  std::string job;
+  if (!(in >> a.ip >> a.node >> job) || job.empty() ||
+      !std::all_of(job.begin(), job.end(), ::isdigit) || job.size() > 18) {
+    return DataLossError("address file: expected \"<ip> <node> <job id>\", got \"" +
+                         text.substr(0, 200) + "\"");
+  }
+  a.job_id = std::stoll(job);
+  return a;
+}
+
+}  // namespace tarn::backend

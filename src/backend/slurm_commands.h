@@ -1,0 +1,119 @@
+// The Slurm command lines the slurm backend runs and the answers it reads, as pure functions:
+// the sbatch argv and batch script of an instance, the jobs of `squeue --json` and how each
+// maps to tarn (pending with a reason, running, or ended with an ExitInfo), the nodes of
+// `sinfo --json`. Kept apart from SlurmBackend so that they are tested without a Slurm.
+//
+// Facts relied on (Slurm 22.05, tests/slurm/README.md): squeue's exit_code and
+// derived_exit_code are raw wait statuses; an OOM kill inside an srun step ends the job as
+// FAILED with derived_exit_code 253 (0:125); ended jobs stay in squeue for MinJobAge.
+// Thread-compatible (no state).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/container_spec.h"
+
+namespace tarn::backend {
+
+// One job of `squeue --json` (the fields tarn reads).
+struct SlurmJob {
+  int64_t job_id = 0;
+  std::string name;
+  std::string state;   // PENDING, RUNNING, COMPLETING, COMPLETED, FAILED, CANCELLED, ...
+  std::string reason;  // state_reason: None, Resources, Priority, NonZeroExitCode, NodeDown...
+  std::string nodes;
+  int64_t exit_code = 0;  // raw wait status
+  int64_t derived_exit_code = 0;
+  int64_t end_time = 0;  // seconds since the epoch (in the future while running)
+};
+
+// One node of `sinfo --json`.
+struct SlurmNode {
+  std::string name;
+  std::string address;
+  int64_t cpus = 0;
+  int64_t memory_mib = 0;
+  int64_t gpus = 0;  // from gres "gpu:2" / "gpu:a100:2(S:0)"
+  int64_t alloc_cpus = 0;
+  int64_t alloc_memory_mib = 0;
+  int64_t alloc_gpus = 0;  // from gres_used
+  std::string state;       // idle, mixed, allocated, down, ...
+  std::vector<std::string> partitions;
+};
+
+// `text` is squeue's or sinfo's --json output; errors name the command.
+StatusOr<std::vector<SlurmJob>> ParseSqueueJson(const std::string& text);
+StatusOr<std::vector<SlurmNode>> ParseSinfoJson(const std::string& text);
+
+// How a job stands, for tarn.
+struct JobView {
+  enum class Phase { kPending, kRunning, kEnded };
+  Phase phase = Phase::kPending;
+  // kPending: "Slurm: PENDING (Resources)"; kEnded: exit.diagnostics says the same.
+  std::string detail;
+  runtime::ExitInfo exit;  // kEnded: code or signal from the wait status, OOM, diagnostics
+};
+// COMPLETING counts as running (its processes are being killed; the end state follows). An
+// ended job's ExitInfo is stamped with its end_time; an end other than COMPLETED never
+// reads as exit code 0.
+JobView ViewJob(const SlurmJob& job);
+
+// "tarn.<user>.<assembly>.<instance>.<n>": the job of a start, found again by a restarted
+// server. `container_id` is the Manager's "<user>_<assembly>_<instance>_<n>"; its counter
+// <n> tells starts apart (the whole id when it has no counter).
+std::string JobName(const std::string& user, const std::string& assembly,
+                    const std::string& instance, const std::string& container_id);
+
+// Everything sbatch is told about one instance.
+struct SbatchRequest {
+  std::string job_name;
+  int64_t cpus = 1;
+  int64_t memory_mib = 0;  // always passed (Slurm's default may be a whole node)
+  int64_t gpus = 0;
+  std::string partition, account, qos;  // "" = Slurm's default
+  std::vector<std::string> extra_options;
+  std::string stdout_path, stderr_path;
+  std::string script_path;
+  // `sbatch --test-only ... --wrap=true`: asks Slurm whether it could ever run such a job
+  // (its reason when not) without submitting anything; the paths are not used.
+  bool test_only = false;
+};
+// sbatch --parsable --no-requeue --job-name=... --cpus-per-task=N --mem=NM [--gres=gpu:N]
+// [--partition/--account/--qos] [extra] -o OUT -e ERR SCRIPT. One argv entry per option, for
+// exec (never a shell).
+std::vector<std::string> SbatchArgv(const SbatchRequest& r);
+// sbatch --parsable's answer "1234" or "1234;cluster" -> 1234.
+StatusOr<int64_t> ParseSbatchJobId(const std::string& out);
+// Slurm's own words from a failed command's stderr: "sbatch: error: Batch job submission
+// failed: Requested node configuration is not available" -> "Batch job submission failed:
+// Requested node configuration is not available" (the last error line; all of it if none).
+std::string SlurmError(const std::string& err);
+
+// What the batch script needs to run one instance under tarn-shim.
+struct BatchScript {
+  std::string slurm_conf;    // exported for sinfo/srun inside the job ("" = inherited)
+  std::string instance_dir;  // the shim directory: spec.json, address file, exit.json
+  std::string shim_binary;   // tarn-shim, at a path every node sees
+  int64_t cpus = 1;
+  int64_t gpus = 0;
+};
+// A /bin/sh script: finds the node's address (`sinfo -h -N -n $SLURMD_NODENAME -o %o`),
+// writes "<ip> <node> <job id>" to <instance_dir>/address (the job reports its address
+// back), then execs `srun ... tarn-shim --foreground <instance_dir> --env TARN_IP=<ip>
+// --env CUDA_VISIBLE_DEVICES=... --env NVIDIA_VISIBLE_DEVICES=...` so that the job ends as
+// the instance does. Every path is single-quoted.
+std::string RenderBatchScript(const BatchScript& b);
+// The address file's content "<ip> <node> <job id>".
+struct ReportedAddress {
+  std::string ip, node;
+  int64_t job_id = 0;
+};
+StatusOr<ReportedAddress> ParseAddressFile(const std::string& text);
+
+// "'it'\''s'": one shell word.
+std::string ShellQuote(const std::string& s);
+
+}  // namespace tarn::backend

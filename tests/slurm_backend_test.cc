@@ -1,0 +1,433 @@
+// Integration tests of the slurm backend: a real Slurm 22.05 (tests/slurm/cluster.sh: one
+// slurmctld and two slurmd "nodes" at 127.0.1.1 and 127.0.1.2, 4 CPUs and 2 fake GPUs each)
+// and a real `tarn server` process configured with {"backend": {"type": "slurm", ...}},
+// driven over its REST API and CLI, checked against Slurm's own view (squeue, scancel) and
+// tarn's DNS server (dig). Needs root and slurm-wlm (skipped with the reason otherwise);
+// ctest label "root", one at a time (RESOURCE_LOCK slurm_cluster).
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/file.h"
+#include "server_process.h"
+#include "tarn_process.h"
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+using tarn::testing::CallApi;
+using tarn::testing::ReadAll;
+using tarn::testing::Reply;
+using tarn::testing::ServerProcess;
+
+// Runs a shell command line (fixed text and paths made by the test); returns its stdout.
+std::string Shell(const std::string& cmd, int* rc = nullptr) {
+  std::string out;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = ::pclose(p);
+  if (rc != nullptr) *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+// One job of squeue as the test reads it (squeue's own format, not tarn's parser).
+struct Job {
+  std::string id, name, state;
+};
+
+class SlurmBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (slurmd, cgroups, namespaces)";
+    if (std::system("command -v slurmctld >/dev/null 2>&1 && command -v slurmd >/dev/null 2>&1 "
+                    "&& command -v sbatch >/dev/null 2>&1") != 0) {
+      GTEST_SKIP() << "slurm-wlm is not installed (scripts/setup installs it)";
+    }
+    char tmpl[] = "/tmp/tarn-slurm-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    ::chmod(dir_.c_str(), 0711);
+    cluster_ = dir_ + "/cluster";
+    int rc = 0;
+    std::string out = Shell(std::string(TARN_SOURCE_DIR) + "/tests/slurm/cluster.sh start " +
+                                cluster_ + " 2 2 2>" + dir_ + "/cluster-start.log",
+                            &rc);
+    started_cluster_ = true;
+    ASSERT_EQ(rc, 0) << ReadAll(dir_ + "/cluster-start.log");
+    slurm_conf_ = cluster_ + "/slurm.conf";
+    ASSERT_NE(out.find("export SLURM_CONF=" + slurm_conf_), std::string::npos) << out;
+    shared_ = dir_ + "/shared";
+    std::filesystem::create_directories(shared_);
+    state_ = dir_ + "/state";
+    range_lock_ = tarn::testing::LockAddressRange(&range_);
+    ASSERT_GE(range_lock_, 0) << "no free test address range";
+    WriteConfig(json::object());
+  }
+
+  // The server's config: the slurm backend on this test's cluster, plus `backend_extra`.
+  void WriteConfig(const json& backend_extra) {
+    json backend = {{"type", "slurm"},
+                    {"slurm_conf", slurm_conf_},
+                    {"shared_dir", shared_},
+                    {"poll_interval_ms", 200}};
+    for (auto it = backend_extra.begin(); it != backend_extra.end(); ++it) {
+      backend[it.key()] = it.value();
+    }
+    json config = {{"restart", {{"initial_backoff_ms", 200}, {"max_backoff_ms", 2000}}},
+                   {"probe_interval_ms", 200},
+                   {"address_range", range_},
+                   {"dns_upstream", json::array()},
+                   {"backend", backend}};
+    config_ = dir_ + "/config.json";
+    std::FILE* f = std::fopen(config_.c_str(), "w");
+    std::fputs(config.dump(2).c_str(), f);
+    std::fclose(f);
+  }
+
+  void TearDown() override {
+    if (server_ && server_->pid() <= 0 && !server_->Start()) ADD_FAILURE() << "no restart";
+    if (server_ && server_->pid() > 0) {
+      Reply list = Call("GET", "/app/v1/services");
+      if (list.status == 200) {
+        for (const json& a : list.body) {
+          const std::string path = "/app/v1/services/" + a["name"].get<std::string>();
+          Call("DELETE", path);
+          WaitFor(path + " to be destroyed", 60s, [&] { return Call("GET", path).status == 404; });
+        }
+      }
+      EXPECT_TRUE(server_->Terminate()) << server_->log();
+    }
+    server_.reset();
+    if (started_cluster_) {
+      Shell(std::string(TARN_SOURCE_DIR) + "/tests/slurm/cluster.sh stop " + cluster_ +
+            " >/dev/null 2>&1");
+    }
+    // Kept after a failure, with the server's and Slurm's logs, for whoever looks into it.
+    if (!dir_.empty() && HasFailure()) std::cerr << "slurm_backend_test: kept " << dir_ << "\n";
+    if (!dir_.empty() && !HasFailure()) std::filesystem::remove_all(dir_);
+    if (range_lock_ >= 0) ::close(range_lock_);
+  }
+
+  void StartServer() {
+    server_ = std::make_unique<ServerProcess>(state_, config_);
+    ASSERT_TRUE(server_->Start()) << server_->log();
+  }
+
+  Reply Call(const std::string& method, const std::string& path, const json& body = json()) {
+    return CallApi(server_->port(), method, path, body);
+  }
+
+  bool WaitFor(const std::string& what, std::chrono::milliseconds timeout,
+               const std::function<bool()>& done) {
+    return tarn::testing::WaitFor(what, timeout, done, 100ms);
+  }
+
+  bool WaitState(const std::string& name, const std::string& state,
+                 std::chrono::milliseconds timeout = 90s) {
+    std::string last;
+    bool ok = WaitFor(name + " to be " + state, timeout, [&] {
+      Reply r = Call("GET", "/app/v1/services/" + name);
+      last = r.text;
+      return r.status == 200 && r.body.value("state", "") == state;
+    });
+    if (!ok) ADD_FAILURE() << "last: " << last << "\nserver log:\n" << server_->log();
+    return ok;
+  }
+
+  // Every instance of `name` by its name, from tarn's status.
+  std::map<std::string, json> Instances(const std::string& name) {
+    std::map<std::string, json> out;
+    Reply r = Call("GET", "/app/v1/services/" + name);
+    if (r.status != 200) return out;
+    for (const json& c : r.body["components"]) {
+      for (const json& i : c["containers"]) out[i["component_instance_name"]] = i;
+    }
+    return out;
+  }
+
+  // squeue's own listing of every job (ended ones within MinJobAge included).
+  std::vector<Job> Jobs() {
+    std::vector<Job> out;
+    std::stringstream in(Shell("SLURM_CONF=" + slurm_conf_ + " squeue -h -a -t all -o '%i|%j|%T'"));
+    std::string line;
+    while (std::getline(in, line)) {
+      Job j;
+      std::stringstream f(line);
+      std::getline(f, j.id, '|');
+      std::getline(f, j.name, '|');
+      std::getline(f, j.state, '|');
+      out.push_back(j);
+    }
+    return out;
+  }
+  // The tarn jobs of assembly `a` that run (or wait), by job name.
+  std::map<std::string, std::string> LiveJobs(const std::string& a) {
+    std::map<std::string, std::string> out;
+    for (const Job& j : Jobs()) {
+      if (j.name.rfind("tarn.alice." + a + ".", 0) != 0) continue;
+      if (j.state == "RUNNING" || j.state == "PENDING") out[j.name] = j.id;
+    }
+    return out;
+  }
+  std::set<std::string> AllJobIds() {
+    std::set<std::string> out;
+    for (const Job& j : Jobs()) {
+      if (j.name.rfind("tarn.alice.", 0) == 0) out.insert(j.id);
+    }
+    return out;
+  }
+
+  std::string Dig(const std::string& name) {
+    std::string out = Shell("dig @127.0.0.1 -p " + std::to_string(server_->dns_port()) +
+                            " +short +time=2 +tries=1 " + name + " A");
+    while (!out.empty() && out.back() == '\n') out.pop_back();
+    return out;
+  }
+
+  static json Sleepers() {
+    // 2 CPUs each: two instances fill a 4-CPU node, so the four land on both nodes.
+    const std::string cmd = "echo \"ip=$TARN_IP gpus=$CUDA_VISIBLE_DEVICES\"; exec sleep 1000";
+    return {{"name", "sl"},
+            {"version", "1"},
+            {"components", json::array({{{"name", "a"},
+                                         {"number_of_containers", 2},
+                                         {"launch_command", cmd},
+                                         {"resource", {{"cpus", 2}, {"memory", "128"}}}},
+                                        {{"name", "b"},
+                                         {"number_of_containers", 2},
+                                         {"launch_command", cmd},
+                                         {"resource",
+                                          {{"cpus", 2},
+                                           {"memory", "128"},
+                                           {"additional", {{"yarn.io/gpu", {{"value", 1}}}}}}}}})}};
+  }
+
+  std::string dir_, cluster_, slurm_conf_, shared_, state_, config_, range_;
+  int range_lock_ = -1;
+  bool started_cluster_ = false;
+  std::unique_ptr<ServerProcess> server_;
+};
+
+const std::map<std::string, std::string> kNodeAddr = {{"node1", "127.0.1.1"},
+                                                      {"node2", "127.0.1.2"}};
+
+// The whole life of an assembly on Slurm: STABLE on both nodes with the right addresses in
+// status, DNS and the instances' own TARN_IP; logs; a job cancelled behind tarn's back is
+// restarted by policy; flex up (pending with Slurm's reason) and down; kill -9 of the
+// server adopts every job and submits none; stop and start.
+TEST_F(SlurmBackendTest, AnAssemblyLivesOnSlurm) {
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleepers()).status, 202);
+  ASSERT_TRUE(WaitState("sl", "STABLE"));
+
+  // Addresses: tarn's status, its DNS and the instance's own TARN_IP agree with the node's
+  // NodeAddr, and the four instances use both nodes.
+  std::set<std::string> nodes;
+  for (const auto& [name, i] : Instances("sl")) {
+    const std::string node = i["bare_host"];
+    const std::string ip = i["ip"];
+    ASSERT_TRUE(kNodeAddr.count(node)) << name << " on \"" << node << "\": " << i.dump();
+    nodes.insert(node);
+    EXPECT_EQ(ip, kNodeAddr.at(node)) << name;
+    EXPECT_EQ(Dig(name + ".sl.alice.tarn"), ip) << name;
+    const std::string out_file = shared_ + "/alice/sl/" + name + "/stdout.log";
+    WaitFor(name + " to print its address", 20s,
+            [&] { return ReadAll(out_file).find("ip=") != std::string::npos; });
+    EXPECT_NE(ReadAll(out_file).find("ip=" + ip + " "), std::string::npos) << ReadAll(out_file);
+    if (name[0] == 'b') {  // one GPU from Slurm's GRES
+      EXPECT_NE(ReadAll(out_file).find("gpus=0\n"), std::string::npos) << ReadAll(out_file);
+    }
+  }
+  EXPECT_EQ(nodes.size(), 2u);
+  std::map<std::string, std::string> live = LiveJobs("sl");
+  EXPECT_EQ(live.size(), 4u);
+  for (const char* n : {"a-0", "a-1", "b-0", "b-1"}) {
+    EXPECT_TRUE(live.count(std::string("tarn.alice.sl.") + n + ".1")) << n;
+  }
+
+  // tarn logs shows the job's stdout.
+  const std::vector<std::string> env = {"TARN_ADDR=127.0.0.1:" + std::to_string(server_->port()),
+                                        "TARN_USER=alice"};
+  tarn::testing::CommandResult logs = tarn::testing::RunTarn({"logs", "sl", "a-0"}, env, dir_);
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_NE(logs.out.find("ip=" + Instances("sl")["a-0"]["ip"].get<std::string>()),
+            std::string::npos)
+      << logs.out;
+
+  // scancel behind tarn's back: restarted by the restart policy, as a new job.
+  const std::string old_job = live.at("tarn.alice.sl.a-0.1");
+  ASSERT_EQ(std::system(("SLURM_CONF=" + slurm_conf_ + " scancel " + old_job).c_str()), 0);
+  WaitFor("a-0 to run again as a new job", 60s, [&] {
+    json i = Instances("sl")["a-0"];
+    return i.value("state", "") == "READY" && i.value("id", "") == "alice_sl_a-0_2";
+  });
+  live = LiveJobs("sl");
+  ASSERT_TRUE(live.count("tarn.alice.sl.a-0.2"));
+  EXPECT_NE(live.at("tarn.alice.sl.a-0.2"), old_job);
+  EXPECT_NE(Instances("sl")["a-0"]["last_exit"].get<std::string>().find("Slurm: CANCELLED"),
+            std::string::npos)
+      << Instances("sl")["a-0"].dump();
+  ASSERT_TRUE(WaitState("sl", "STABLE"));
+
+  // Flex up: both nodes are full, so a-2 waits in Slurm and says why.
+  ASSERT_EQ(Call("PUT", "/app/v1/services/sl/components/a", {{"number_of_containers", 3}}).status,
+            200);
+  WaitFor("a-2 to wait for resources", 30s, [&] {
+    return Instances("sl")["a-2"].value("diagnostics", "").find("Slurm: PENDING (Resources)") !=
+           std::string::npos;
+  });
+  EXPECT_EQ(Instances("sl")["a-2"]["state"], "PENDING");
+  EXPECT_TRUE(LiveJobs("sl").count("tarn.alice.sl.a-2.1"));
+  // ... and down again: its job goes.
+  ASSERT_EQ(Call("PUT", "/app/v1/services/sl/components/a", {{"number_of_containers", 2}}).status,
+            200);
+  WaitFor("a-2's job to go", 30s, [&] { return !LiveJobs("sl").count("tarn.alice.sl.a-2.1"); });
+  // Flex b down: b-1's job ends; up: a new one.
+  ASSERT_EQ(Call("PUT", "/app/v1/services/sl/components/b", {{"number_of_containers", 1}}).status,
+            200);
+  WaitFor("b-1's job to go", 30s, [&] { return !LiveJobs("sl").count("tarn.alice.sl.b-1.1"); });
+  ASSERT_TRUE(WaitState("sl", "STABLE"));
+  ASSERT_EQ(Call("PUT", "/app/v1/services/sl/components/b", {{"number_of_containers", 2}}).status,
+            200);
+  ASSERT_TRUE(WaitState("sl", "STABLE"));
+  EXPECT_EQ(LiveJobs("sl").size(), 4u);
+
+  // kill -9 of the server: the restarted one adopts every job and submits none.
+  const std::map<std::string, std::string> before = LiveJobs("sl");
+  const std::set<std::string> ids_before = AllJobIds();
+  server_->Kill9();
+  ASSERT_TRUE(server_->Start()) << server_->log();
+  ASSERT_TRUE(WaitState("sl", "STABLE"));
+  std::this_thread::sleep_for(2s);  // time for a wrong duplicate to show
+  EXPECT_EQ(LiveJobs("sl"), before);
+  EXPECT_EQ(AllJobIds(), ids_before) << "a restarted server submitted jobs";
+  for (const auto& [name, i] : Instances("sl")) {
+    EXPECT_EQ(Dig(name + ".sl.alice.tarn"), i["ip"].get<std::string>()) << name;
+  }
+
+  // Stop: every job ends; start: new jobs, STABLE again.
+  ASSERT_EQ(Call("PUT", "/app/v1/services/sl", {{"state", "STOPPED"}}).status, 200);
+  ASSERT_TRUE(WaitState("sl", "STOPPED"));
+  WaitFor("every job to end", 30s, [&] { return LiveJobs("sl").empty(); });
+  // Start is refused (409) until every instance's end has been seen.
+  Reply started;
+  WaitFor("start to be accepted", 30s, [&] {
+    started = Call("PUT", "/app/v1/services/sl", {{"state", "STARTED"}});
+    return started.status != 409;
+  });
+  ASSERT_EQ(started.status, 200) << started.text;
+  ASSERT_TRUE(WaitState("sl", "STABLE"));
+  EXPECT_EQ(LiveJobs("sl").size(), 4u);
+}
+
+// What Slurm could never run is a clear failure that says why, before anything is
+// submitted.
+TEST_F(SlurmBackendTest, ARequestNoNodeCanHoldSaysWhy) {
+  StartServer();
+  json a = {{"name", "big"},
+            {"version", "1"},
+            {"components", json::array({{{"name", "g"},
+                                         {"number_of_containers", 1},
+                                         {"launch_command", "sleep 1000"},
+                                         {"resource",
+                                          {{"cpus", 1},
+                                           {"memory", "128"},
+                                           {"additional", {{"yarn.io/gpu", {{"value", 9}}}}}}}}})}};
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  std::string why;
+  WaitFor("g-0 to say why it cannot run", 20s, [&] {
+    why = Instances("big")["g-0"].value("diagnostics", "");
+    return why.find("can never be placed") != std::string::npos;
+  });
+  EXPECT_NE(why.find("9 GPUs"), std::string::npos) << why;
+  EXPECT_NE(why.find("the largest have 4 CPUs, 4096 MiB, 2 GPUs"), std::string::npos) << why;
+  // sbatch --test-only's own words.
+  EXPECT_NE(why.find("; Slurm: allocation failure: Requested node configuration is not available"),
+            std::string::npos)
+      << why;
+  EXPECT_TRUE(LiveJobs("big").empty());
+}
+
+// How a job ended reaches the user in Slurm's words: its state, its reason, the exit code,
+// an OOM kill by the job's cgroup (over --mem, inside the srun step).
+TEST_F(SlurmBackendTest, EndsCarrySlurmsStateAndReason) {
+  StartServer();
+  // One assembly each: the first failure fails its assembly, which stops the rest.
+  auto one = [](const std::string& name, const std::string& cmd, const std::string& memory) {
+    return json{{"name", name},
+                {"version", "1"},
+                {"components", json::array({{{"name", "c"},
+                                             {"number_of_containers", 1},
+                                             {"restart_policy", "NEVER"},
+                                             {"launch_command", cmd},
+                                             {"resource", {{"cpus", 1}, {"memory", memory}}}}})}};
+  };
+  ASSERT_EQ(Call("POST", "/app/v1/services", one("three", "exit 3", "64")).status, 202);
+  ASSERT_EQ(
+      Call("POST", "/app/v1/services",
+           one("oom", "python3 -c 'x = bytearray(400 << 20); import time; time.sleep(9)'", "100"))
+          .status,
+      202);
+  ASSERT_TRUE(WaitState("three", "FAILED", 60s));
+  ASSERT_TRUE(WaitState("oom", "FAILED", 60s));
+  json three = Instances("three")["c-0"], oom = Instances("oom")["c-0"];
+  EXPECT_EQ(three["last_exit"], "Slurm: FAILED (NonZeroExitCode), exited with code 3")
+      << three.dump();
+  EXPECT_EQ(oom["last_exit"],
+            "Slurm: FAILED (NonZeroExitCode), killed: out of memory (over its --mem)")
+      << oom.dump();
+}
+
+// sbatch refusing a job (here: a constraint no node has, from the configured extra
+// options) is a start failure in sbatch's own words.
+TEST_F(SlurmBackendTest, SbatchRefusalIsAStartFailureInSlurmsWords) {
+  WriteConfig({{"sbatch_options", json::array({"--constraint=nosuch"})}});
+  StartServer();
+  json a = {{"name", "refused"},
+            {"version", "1"},
+            {"components", json::array({{{"name", "c"},
+                                         {"number_of_containers", 1},
+                                         {"restart_policy", "NEVER"},
+                                         {"launch_command", "sleep 1000"},
+                                         {"resource", {{"cpus", 1}, {"memory", "64"}}}}})}};
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  ASSERT_TRUE(WaitState("refused", "FAILED", 30s));
+  const std::string last = Instances("refused")["c-0"].value("last_exit", "");
+  EXPECT_EQ(last,
+            "could not start: sbatch: Batch job submission failed: Invalid feature "
+            "specification")
+      << last;
+}
+
+// A shared_dir that is missing is refused at server start, naming the key.
+TEST_F(SlurmBackendTest, AMissingSharedDirIsAClearError) {
+  std::filesystem::remove_all(shared_);
+  ServerProcess server(state_, config_);
+  EXPECT_FALSE(server.Start());
+  EXPECT_NE(server.log().find("backend.shared_dir \"" + shared_ + "\": No such file or directory"),
+            std::string::npos)
+      << server.log();
+}
+
+}  // namespace
