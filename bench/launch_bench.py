@@ -111,7 +111,7 @@ def memory_cgroup_base():
 
 
 class Server:
-    def __init__(self, tarn, label, keep_logs_dir):
+    def __init__(self, tarn, label, keep_logs_dir, config=None):
         self.dir = tempfile.mkdtemp(prefix=f"tarn-launch-bench-{label}-", dir="/tmp")
         os.chmod(self.dir, 0o711)
         self.state_dir = os.path.join(self.dir, "state")
@@ -120,7 +120,7 @@ class Server:
         self.keep_logs_dir = keep_logs_dir
         self.assemblies = []  # every name ever posted, for cleanup
         with open(self.config, "w") as f:
-            json.dump({"nodes": NODES}, f)
+            json.dump(config if config is not None else {"nodes": NODES}, f)
         self.log_file = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [tarn, "server", "--listen", "127.0.0.1:0", "--dns", "127.0.0.1:0",
