@@ -11,14 +11,21 @@ throw-away three-node Slurm (tests/slurm/cluster.sh: 4 CPUs per node, on this ma
 (b) flat: one component of 10 instances against 10 plain `sbatch --wrap` (no
     dependencies), until all RUNNING: the jobs/s tarn sustains against sbatch used
     directly.
+(c) fmnist: examples/fashion-mnist/assembly.json (2 ps, 2 workers, 2 serving replicas; one
+    epoch) on the slurm backend and on the local backend: ms from POST until every training
+    instance was READY, and until both replicas serve an exported version (train, export,
+    load). The same processes do the same work on the same two cores either way, so the
+    ratio is what Slurm adds: submission, scheduling, the squeue poll, srun.
 Each repeated (default 3 times, medians). The slurm backend reads squeue every
 poll_interval_ms (100 here; the default is 500), so its figures include up to that much
 per dependency level. Needs root and slurm-wlm. Talks to 127.0.0.0/8 only. Prints one flat
 JSON object; progress on stderr.
 """
 import argparse
+import http.client
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -102,6 +109,73 @@ def sbatch_peer(cluster, tag, chain):
     return took
 
 
+def fmnist_assembly(name):
+    with open(os.path.join(ROOT, "examples/fashion-mnist/assembly.json")) as f:
+        doc = json.load(f)
+    doc["name"] = name
+    for c in doc["components"]:
+        c["launch_command"] = re.sub(r"--epochs \d+", "--epochs 1", c["launch_command"])
+    return doc
+
+
+def served_version(instance):
+    """The newest AVAILABLE version a serving replica answers with, or None."""
+    if instance.get("state") != "READY" or not instance.get("ip"):
+        return None
+    conn = http.client.HTTPConnection(instance["ip"], instance.get("ports", {}).get("http", 8501),
+                                      timeout=2)
+    try:
+        conn.request("GET", "/v1/models/fmnist")
+        r = conn.getresponse()
+        body = r.read()
+        if r.status != 200:
+            return None
+        versions = [int(v["version"]) for v in json.loads(body)["model_version_status"]
+                    if v["state"] == "AVAILABLE"]
+        return max(versions) if versions else None
+    except (OSError, ValueError, KeyError):
+        return None
+    finally:
+        conn.close()
+
+
+def fmnist_runs(server, tag, reps):
+    """Per rep: (ms until every ps and worker was READY, ms until both replicas serve)."""
+    out = []
+    for i in range(reps):
+        name = f"{tag}-{i}"
+        server.assemblies.append(name)
+        t0 = lb.now()
+        status, data = server.request("POST", f"/app/v1/services?user.name={lb.USER}",
+                                      json.dumps(fmnist_assembly(name)).encode())
+        if status != 202:
+            raise lb.BenchError(f"POST {name}: HTTP {status}: {data[:2000]!r}")
+        trained_ready = served = None
+        ever_ready = set()
+        while served is None:
+            if lb.now() - t0 > 600:
+                raise lb.BenchError(f"{name}: no served model after 600 s: {data[:3000]!r}")
+            status, data = server.request("GET", server.service_path(name))
+            st = json.loads(data)
+            if st.get("state") == "FAILED":
+                raise lb.BenchError(f"{name} FAILED: {st.get('diagnostics')}")
+            by_comp = {c["name"]: c["containers"] for c in st.get("components", [])}
+            for comp in ("ps", "worker"):
+                for c in by_comp.get(comp, []):
+                    if c["state"] == "READY":
+                        ever_ready.add(c["component_instance_name"])
+            if trained_ready is None and len(ever_ready) == 4:
+                trained_ready = lb.ms(lb.now() - t0)
+            versions = [served_version(c) for c in by_comp.get("serving", [])]
+            if len(versions) == 2 and all(v is not None for v in versions):
+                served = lb.ms(lb.now() - t0)
+            time.sleep(0.1)
+        server.destroy(name, timeout_s=120)
+        out.append((trained_ready, served))
+        log(f"{name}: training cluster READY {trained_ready:.0f} ms, served {served:.0f} ms")
+    return out
+
+
 def tarn_runs(server, tag, reps, make):
     out = []
     for i in range(reps):
@@ -136,6 +210,8 @@ def main():
         os.makedirs(shared)
         slurm = lb.Server(tarn, "slurm", "", {"backend": {
             "type": "slurm", "slurm_conf": cluster.conf, "shared_dir": shared,
+            # Not the default 20000-29999: cluster.sh derives slurmd ports from there.
+            "port_range": "12000-12999",
             "poll_interval_ms": POLL_MS}})
         servers.append(slurm)
         local = lb.Server(tarn, "local", "")
@@ -147,16 +223,25 @@ def main():
             runs[f"sbatch_{shape}"] = [sbatch_peer(cluster, f"{tag}.{shape}{i}", chain)
                                        for i in range(args.reps)]
             log(shape + ": " + ", ".join(f"{k} {runs[k]}" for k in runs if k.endswith(shape)))
+        for label, server in (("slurm_backend", slurm), ("local_backend", local)):
+            pairs = fmnist_runs(server, f"{tag}-{label[0]}fm", args.reps)
+            runs[f"{label}_fmnist_training_ready"] = [p[0] for p in pairs]
+            runs[f"{label}_fmnist_served"] = [p[1] for p in pairs]
     finally:
         for s in servers:
             s.stop()
         cluster.stop()
     med = {k: statistics.median(v) for k, v in runs.items()}
     out = {"benchmark": "slurm", "nodes": 3, "cpus_per_node": 4, "instances": 10,
+           "fmnist": "examples/fashion-mnist/assembly.json, --epochs 1",
            "slurm_poll_interval_ms": POLL_MS, "reps": args.reps}
     for k, v in runs.items():
-        out[f"{k}_running_ms_median"] = round(med[k], 1)
-        out[f"{k}_running_ms_all"] = ", ".join(f"{x:.1f}" for x in v)
+        unit = "ms" if "fmnist" in k else "running_ms"
+        out[f"{k}_{unit}_median"] = round(med[k], 1)
+        out[f"{k}_{unit}_all"] = ", ".join(f"{x:.1f}" for x in v)
+    for what in ("training_ready", "served"):
+        out[f"ratio_slurm_backend_vs_local_fmnist_{what}"] = round(
+            med[f"slurm_backend_fmnist_{what}"] / med[f"local_backend_fmnist_{what}"], 2)
     for shape in ("chain", "flat"):
         out[f"ratio_slurm_backend_vs_sbatch_{shape}"] = round(
             med[f"slurm_backend_{shape}"] / med[f"sbatch_{shape}"], 2)

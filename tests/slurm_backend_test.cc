@@ -39,6 +39,14 @@ using tarn::testing::ReadAll;
 using tarn::testing::Reply;
 using tarn::testing::ServerProcess;
 
+// The workloads built with ASan hold far more memory than the example assembly's limits
+// allow (as in demo_test): the release build runs the Fashion-MNIST test.
+#ifdef TARN_SANITIZED
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+
 // Runs a shell command line (fixed text and paths made by the test); returns its stdout.
 std::string Shell(const std::string& cmd, int* rc = nullptr) {
   std::string out;
@@ -70,7 +78,8 @@ class SlurmBackendTest : public ::testing::Test {
     ::chmod(dir_.c_str(), 0711);
     cluster_ = dir_ + "/cluster";
     int rc = 0;
-    std::string out = Shell(std::string(TARN_SOURCE_DIR) + "/tests/slurm/cluster.sh start " +
+    std::string out = Shell("TARN_SLURM_NODE_MEMORY_MB=" + std::to_string(node_memory_mb_) + " " +
+                                std::string(TARN_SOURCE_DIR) + "/tests/slurm/cluster.sh start " +
                                 cluster_ + " 2 2 2>" + dir_ + "/cluster-start.log",
                             &rc);
     started_cluster_ = true;
@@ -90,6 +99,8 @@ class SlurmBackendTest : public ::testing::Test {
     json backend = {{"type", "slurm"},
                     {"slurm_conf", slurm_conf_},
                     {"shared_dir", shared_},
+                    // Not the default 20000-29999: cluster.sh derives slurmd's ports from there.
+                    {"port_range", "12000-12999"},
                     {"poll_interval_ms", 200}};
     for (auto it = backend_extra.begin(); it != backend_extra.end(); ++it) {
       backend[it.key()] = it.value();
@@ -224,6 +235,7 @@ class SlurmBackendTest : public ::testing::Test {
   }
 
   std::string dir_, cluster_, slurm_conf_, shared_, state_, config_, range_;
+  int64_t node_memory_mb_ = 4096;  // each node's RealMemory
   int range_lock_ = -1;
   bool started_cluster_ = false;
   std::unique_ptr<ServerProcess> server_;
@@ -428,6 +440,122 @@ TEST_F(SlurmBackendTest, AMissingSharedDirIsAClearError) {
   EXPECT_NE(server.log().find("backend.shared_dir \"" + shared_ + "\": No such file or directory"),
             std::string::npos)
       << server.log();
+}
+
+
+// Issue 9's done-when: examples/fashion-mnist/assembly-gpu.json (2 ps, 2 workers and 2
+// serving replicas, one GPU each for workers and replicas; one epoch here) trains and serves
+// on two Slurm nodes. Slurm assigns the GPUs from GRES; tarn assigns the ports: every
+// instance of a node shares its address, so TF_CONFIG, TARN_PORT_HTTP, the DNS SRV records,
+// the readiness checks and `tarn status` all carry numbers from the configured port_range.
+class SlurmFashionMnistTest : public SlurmBackendTest {
+ protected:
+  // 2 ps (1 GiB), 2 workers (2 GiB) and 2 replicas (1 GiB): 8 GiB in all, on 2 nodes.
+  SlurmFashionMnistTest() { node_memory_mb_ = 8192; }
+};
+
+TEST_F(SlurmFashionMnistTest, TrainsAndServesOnTwoNodesWithGresGpus) {
+  if (kSanitized) GTEST_SKIP() << "sanitized workloads outgrow the assembly's memory limits";
+  json a = json::parse(ReadAll(TARN_SOURCE_DIR "/examples/fashion-mnist/assembly-gpu.json"));
+  for (json& c : a["components"]) {
+    std::string cmd = c["launch_command"];
+    const size_t epochs = cmd.find("--epochs 6");
+    if (epochs != std::string::npos) cmd.replace(epochs, 10, "--epochs 1");
+    c["launch_command"] = "echo \"gpus=$CUDA_VISIBLE_DEVICES ip=$TARN_IP\"; exec " + cmd;
+  }
+  StartServer();
+  Reply launched = Call("POST", "/app/v1/services", a);
+  ASSERT_EQ(launched.status, 202) << launched.text;
+
+  // Until the chief has finished and both replicas serve a version.
+  std::map<std::string, json> inst;
+  std::map<std::string, int64_t> served;  // replica -> newest AVAILABLE version
+  bool srv_checked = false;
+  const bool done = WaitFor("training to finish and both replicas to serve", 600s, [&] {
+    inst = Instances("fmnist");
+    if (!srv_checked && inst["ps-0"].value("state", "") == "READY") {
+      // The ps's SRV record names its assigned port (the worker found it by TF_CONFIG).
+      const int grpc = inst["ps-0"]["ports"].value("grpc", 0);
+      const std::string srv =
+          Shell("dig @127.0.0.1 -p " + std::to_string(server_->dns_port()) +
+                " +short +time=2 +tries=1 _grpc._tcp.ps-0.fmnist.alice.tarn SRV");
+      EXPECT_NE(srv.find(" " + std::to_string(grpc) + " ps-0.fmnist.alice.tarn."),
+                std::string::npos)
+          << srv << inst["ps-0"].dump();
+      srv_checked = true;
+    }
+    for (const char* r : {"serving-0", "serving-1"}) {
+      const json& i = inst[r];
+      if (i.value("state", "") != "READY") continue;
+      httplib::Client http(i["ip"].get<std::string>(), i["ports"].value("http", 0));
+      http.set_connection_timeout(2s);
+      auto res = http.Get("/v1/models/fmnist");
+      if (!res || res->status != 200) continue;
+      json body = json::parse(res->body, nullptr, false);
+      if (!body.is_object()) continue;
+      for (const json& v : body["model_version_status"]) {
+        if (v.value("state", "") == "AVAILABLE") {
+          served[r] = std::max<int64_t>(served[r], std::stoll(v["version"].get<std::string>()));
+        }
+      }
+    }
+    return inst["worker-0"].value("state", "") == "SUCCEEDED" && served.size() == 2;
+  });
+  ASSERT_TRUE(done) << json(inst).dump(1) << "\nserver log:\n" << server_->log();
+  EXPECT_TRUE(srv_checked);
+
+  // Two nodes, each instance at its node's address; the workers and replicas each hold
+  // one of the four GRES GPUs (their node's minor, counted from 0 within the job).
+  std::set<std::string> nodes;
+  for (const auto& [name, i] : inst) {
+    const std::string node = i["bare_host"];
+    ASSERT_TRUE(kNodeAddr.count(node)) << name << ": " << i.dump();
+    nodes.insert(node);
+    // An instance that has ended (the workers) holds no address any more.
+    if (i["state"] != "SUCCEEDED") {
+      EXPECT_EQ(i["ip"], kNodeAddr.at(node)) << name;
+    }
+    const std::string out = ReadAll(shared_ + "/alice/fmnist/" + name + "/stdout.log");
+    EXPECT_NE(out.find("ip=" + kNodeAddr.at(node)), std::string::npos) << name << ": " << out;
+    if (name.rfind("ps-", 0) == 0) {
+      EXPECT_NE(out.find("gpus= "), std::string::npos) << name << " has no GPU: " << out;
+    } else {
+      EXPECT_TRUE(out.find("gpus=0 ") != std::string::npos ||
+                  out.find("gpus=1 ") != std::string::npos)
+          << name << " got no GPU from Slurm: " << out.substr(0, 200);
+    }
+  }
+  EXPECT_EQ(nodes.size(), 2u);
+  // Replicas on one node cannot share a port: tarn gave each its own from the range.
+  const int p0 = inst["serving-0"]["ports"].value("http", 0);
+  const int p1 = inst["serving-1"]["ports"].value("http", 0);
+  EXPECT_NE(p0, p1);
+  for (int p : {p0, p1}) {
+    EXPECT_GE(p, 12000);
+    EXPECT_LE(p, 12999);
+  }
+
+  // The model the chief exported, as it measured it, answers through each replica.
+  Reply status = Call("GET", "/app/v1/services/fmnist");
+  const int64_t version = std::max(served["serving-0"], served["serving-1"]);
+  json meta = json::parse(ReadAll(status.body["shared_dir"].get<std::string>() + "/models/fmnist/" +
+                                  std::to_string(version) + "/meta.json"),
+                          nullptr, false);
+  ASSERT_TRUE(meta.is_object()) << "no meta.json of version " << version;
+  EXPECT_GE(meta.value("accuracy", 0.0), 0.8) << meta.dump();
+  json image = json::array();
+  for (int r = 0; r < 28; ++r) image.push_back(std::vector<double>(28, r >= 8 && r < 20 ? 0.8 : 0));
+  for (const char* r : {"serving-0", "serving-1"}) {
+    httplib::Client http(inst[r]["ip"].get<std::string>(), inst[r]["ports"].value("http", 0));
+    auto res = http.Post("/v1/models/fmnist:predict", json{{"instances", {image}}}.dump(),
+                         "application/json");
+    ASSERT_TRUE(res) << r;
+    EXPECT_EQ(res->status, 200) << r << ": " << res->body;
+    json body = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << res->body;
+    ASSERT_EQ(body["predictions"].size(), 1u) << res->body;
+    EXPECT_EQ(body["predictions"][0].size(), 10u) << res->body;
+  }
 }
 
 }  // namespace

@@ -148,6 +148,12 @@ def ready(status, component):
     return 0, 0
 
 
+def http_port(instance):
+    """The port a serving replica listens on: its "http" port as tarn status shows it (the
+    declared 8501 locally; a number tarn assigned on Slurm, where replicas share a node)."""
+    return instance.get("ports", {}).get("http", 8501)
+
+
 def served_versions(status):
     """Per serving replica: the newest AVAILABLE version (None when not serving)."""
     out = []
@@ -155,7 +161,8 @@ def served_versions(status):
         version = None
         if i.get("ip"):
             try:
-                code, body = http_json(i["ip"], 8501, "GET", f"/v1/models/{MODEL}", timeout=2)
+                code, body = http_json(i["ip"], http_port(i), "GET", f"/v1/models/{MODEL}",
+                                       timeout=2)
                 if code == 200:
                     avail = [int(v["version"]) for v in body["model_version_status"]
                              if v["state"] == "AVAILABLE"]
@@ -186,7 +193,7 @@ class Client(threading.Thread):
         pixels = self.images[first * 784:(first + n) * 784]
         body = {"inputs": [{"name": "x", "shape": [n, 1, 28, 28], "datatype": "UINT8",
                             "data": list(pixels)}]}
-        return http_json(address, 8501, "POST", f"/v2/models/{MODEL}/infer", body)
+        return http_json(address[0], address[1], "POST", f"/v2/models/{MODEL}/infer", body)
 
     def run(self):
         first, batch, turn = 0, 50, 0
@@ -381,7 +388,8 @@ def main():
             serving = served_versions(status)
             # The client starts once every replica serves a version; replicas are added as
             # addresses only then, as a readiness-gated load balancer does.
-            addresses[:] = [i["ip"] for i, v in zip(instances(status, "serving"), serving)
+            addresses[:] = [(i["ip"], http_port(i))
+                            for i, v in zip(instances(status, "serving"), serving)
                             if v is not None and i.get("ip")]
             if len(addresses) == 2 and not client.is_alive() and not client.stop.is_set():
                 client.start()
@@ -424,13 +432,13 @@ def main():
                                            "meta.json")))
         log(f"== the whole test set ({dims[0]} images) through TF Serving's REST API "
             f"(POST /v1/models/{MODEL}:predict, 200 images a request)")
-        serving_ip = addresses[0]
+        serving_ip, serving_port = addresses[0]
         correct, shown, t0 = 0, [], time.time()
         for first in range(0, dims[0], 200):
             n = min(200, dims[0] - first)
             batch = [[[images[(first + k) * 784 + r * 28 + c] / 255.0 for c in range(28)]
                       for r in range(28)] for k in range(n)]
-            code, body = http_json(serving_ip, 8501, "POST", f"/v1/models/{MODEL}:predict",
+            code, body = http_json(serving_ip, serving_port, "POST", f"/v1/models/{MODEL}:predict",
                                    {"instances": batch, "top_k": 1}, timeout=120)
             if code != 200:
                 log(f"demo: predict answered {code}: {body}")

@@ -15,6 +15,7 @@ json ContainerJson(const service::InstanceStatus& i) {
               {"launch_time", i.launch_time},
               {"diagnostics", i.diagnostics},
               {"gpus", i.gpus},
+              {"ports", i.ports},
               {"restarts", i.restarts},
               {"last_exit", i.last_exit}};
 }

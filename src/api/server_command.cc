@@ -269,6 +269,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     so.sbatch_options = config.backend.sbatch_options;
     so.shared_dir = config.backend.shared_dir;
     so.poll_interval = config.backend.poll_interval;
+    so.port_range = config.backend.port_range;
     so.domain = config.domain;
     so.bin_dir = bin_dir;
     so.names = names;

@@ -72,13 +72,18 @@ StatusOr<BackendConfig> ParseBackend(const json& v, const std::string& source) {
         }
         b.sbatch_options.push_back(std::move(o));
       }
+    } else if (k == "port_range") {
+      ASSIGN_OR_RETURN(std::string text, String(*f, source, at));
+      StatusOr<backend::PortRange> range = backend::ParsePortRange(text);
+      if (!range.ok()) return Bad(source, at, range.status().message());
+      b.port_range = *range;
     } else if (k == "poll_interval_ms") {
       ASSIGN_OR_RETURN(int64_t ms, PositiveInt(*f, source, at, 50));
       b.poll_interval = std::chrono::milliseconds(ms);
     } else {
       return Bad(source, at,
                  "unknown field (expected type, slurm_conf, partition, account, qos, "
-                 "sbatch_options, shared_dir, poll_interval_ms)");
+                 "sbatch_options, shared_dir, port_range, poll_interval_ms)");
     }
   }
   if (b.type == BackendConfig::Type::kSlurm && b.shared_dir.empty()) {

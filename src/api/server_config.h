@@ -26,6 +26,7 @@
 //                 "slurm_conf": "",           // "" = $SLURM_CONF
 //                 "partition": "", "account": "", "qos": "",
 //                 "sbatch_options": ["--time=1-0"], // added to every sbatch
+//                 "port_range": "20000-29999", // instances' port numbers, unique in the cluster
 //                 "poll_interval_ms": 500}    // how often squeue is read
 //   }
 //
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "backend/name_files.h"
+#include "backend/port_book.h"
 #include "common/status.h"
 #include "scheduler/queue_config.h"
 #include "scheduler/resources.h"
@@ -53,6 +55,7 @@ struct BackendConfig {
   std::string partition, account, qos;
   std::vector<std::string> sbatch_options;
   std::string shared_dir;  // absolute; required for kSlurm
+  backend::PortRange port_range{20000, 29999};
   std::chrono::milliseconds poll_interval{500};
 };
 

@@ -67,7 +67,7 @@ StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& a,
   // The environment: the plan's (the assembly's env after substitution, TARN_*, TF_CONFIG)
   // plus what exists only now that the instance is placed.
   std::vector<std::pair<std::string, std::string>> env =
-      spec::InstanceEnv(a, c, index, ctx.user, ctx.domain, vars);
+      spec::InstanceEnv(a, c, index, ctx.user, ctx.domain, vars, ctx.ports);
   auto add = [&](const std::string& k, const std::string& v) { env.emplace_back(k, v); };
   add("TARN_IP", ctx.ip);
   add("TARN_SHARED_DIR", shared);

@@ -12,6 +12,7 @@
 #include "runtime/container_spec.h"
 #include "runtime/run_as.h"
 #include "spec/assembly.h"
+#include "spec/plan.h"
 
 namespace tarn::backend {
 
@@ -27,6 +28,8 @@ struct LaunchContext {
   int64_t pids_max = 4096;
   int64_t stop_grace_ms = 10000;
   std::string system_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  // The ports of the assembly's instances (TARN_PORT_*, TF_CONFIG); empty: the declared ones.
+  spec::PortLookup ports;
 };
 
 // <state>/containers/<user>/<assembly>/<instance>, <state>/shims/..., <state>/shared/...

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "common/file.h"
@@ -137,8 +138,15 @@ StatusOr<std::unique_ptr<SlurmBackend>> SlurmBackend::Create(Options options) {
   if (!options.events) return InvalidArgumentError("slurm backend: no event sink");
   RETURN_IF_ERROR(CheckSharedDir(options.shared_dir));
   auto backend = std::unique_ptr<SlurmBackend>(new SlurmBackend(std::move(options)));
+  StatusOr<std::unique_ptr<PortBook>> ports =
+      PortBook::Load(backend->options_.port_range, backend->options_.shared_dir);
+  if (!ports.ok()) return ports.status().WithContext("slurm backend: assigned ports");
+  backend->ports_ = std::move(*ports);
   // Slurm must answer now: a wrong slurm_conf is a clear error at server start.
   RETURN_IF_ERROR(backend->RefreshNodes().WithContext("slurm backend"));
+  // Where final job states are kept, for jobs that end while tarn server is down.
+  StatusOr<CommandResult> config = backend->RunSlurm({"scontrol", "show", "config"});
+  if (config.ok() && config->success()) backend->jobcomp_file_ = JobCompFile(config->out);
   backend->StartThreads();
   return backend;
 }
@@ -361,6 +369,42 @@ std::string SlurmBackend::InstanceDir(const InstanceRef& ref) const {
   return AssemblyDir(ref.user, ref.assembly) + "/" + ref.instance;
 }
 
+StatusOr<spec::PortLookup> SlurmBackend::AssignPorts(const spec::Assembly& assembly,
+                                                     const InstanceRef& ref) {
+  const spec::Component* own = FindComponent(assembly, ref.component);
+  if (own == nullptr) return NotFoundError("no component " + ref.component);
+  RETURN_IF_ERROR(
+      ports_->Assign(ref.user, ref.assembly, ref.instance, spec::DeclaredPorts(*own)).status());
+  // TF_CONFIG names every member of the training cluster, started or not.
+  if (own->tf_role != spec::TfRole::kNone) {
+    for (const spec::Component& c : assembly.components) {
+      if (c.tf_role == spec::TfRole::kNone) continue;
+      for (int64_t i = 0; i < c.number_of_containers; ++i) {
+        RETURN_IF_ERROR(ports_->Assign(ref.user, ref.assembly, spec::InstanceName(c.name, i),
+                                       spec::DeclaredPorts(c))
+                            .status());
+      }
+    }
+  }
+  PortBook* book = ports_.get();
+  return spec::PortLookup([book, user = ref.user, name = ref.assembly](
+                              const std::string& instance, const spec::NamedPort& declared) {
+    return book->Find(user, name, instance, declared.name).value_or(declared.port);
+  });
+}
+
+std::vector<spec::NamedPort> SlurmBackend::InstancePorts(const InstanceRef& ref,
+                                                         const spec::Component& component) const {
+  const std::vector<spec::NamedPort> declared = spec::DeclaredPorts(component);
+  StatusOr<std::vector<spec::NamedPort>> assigned =
+      ports_->Assign(ref.user, ref.assembly, ref.instance, declared);
+  if (!assigned.ok()) {
+    LogError(ref.Key() + ": " + assigned.status().message());
+    return declared;
+  }
+  return *assigned;
+}
+
 StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly& assembly,
                                                             const spec::Component& component,
                                                             const InstanceRef& ref,
@@ -368,6 +412,7 @@ StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly
   LaunchContext ctx = ContextFor(ref.user);
   ctx.container_id = container_id;
   ctx.ip = "";  // known only where the job runs: the batch script passes TARN_IP to the shim
+  ASSIGN_OR_RETURN(ctx.ports, AssignPorts(assembly, ref));
   ASSIGN_OR_RETURN(runtime::ContainerSpec spec,
                    BuildContainerSpec(assembly, component, ref.index, {}, ctx));
   const std::string dir = InstanceDir(ref);
@@ -551,6 +596,9 @@ void SlurmBackend::DoProbe(const spec::Assembly& assembly, const InstanceRef& re
     vars.Set("SERVICE_HDFS_DIR", backend::SharedDir(ctx, assembly.name));
     spec::ReadinessCheck substituted = check;
     for (auto& [name, value] : substituted.properties) value = spec::Substitute(value, vars).text;
+    // Written for the declared numbers; the instance listens on its assigned ones.
+    substituted = MapCheckPorts(std::move(substituted), spec::DeclaredPorts(*component),
+                                InstancePorts(ref, *component));
     service::ProbeResult r = service::Probe(substituted, address->ip);
     e.ready = r.ready;
     e.detail = std::move(r.detail);
@@ -567,7 +615,9 @@ void SlurmBackend::DoCleanup(const InstanceRef& ref, bool logs) {
     if (logs) exits_.Forget(key);  // the instance is gone for good
   }
   if (!logs) return;  // the logs stay until the next start moves them to *.previous
-  Status s = RemoveAll(InstanceDir(ref));
+  Status s = ports_->Release(ref.user, ref.assembly, ref.instance);
+  if (!s.ok()) LogError(key + ": cleanup: its ports stay assigned: " + s.message());
+  s = RemoveAll(InstanceDir(ref));
   if (s.ok()) s = RemoveAll(WorkDir(ContextFor(ref.user), ref.assembly, ref.instance));
   if (!s.ok()) LogError(key + ": cleanup: " + s.message());
 }
@@ -583,6 +633,7 @@ void SlurmBackend::DoDestroyAssembly(const std::string& user, const std::string&
     exits_.ForgetPrefix(prefix);
     hosts_lines_.erase(user + "/" + assembly);
   }
+  if (running.empty()) ports_->ReleaseAssembly(user, assembly);
   const LaunchContext ctx = ContextFor(user);
   const std::string works = fs::path(WorkDir(ctx, assembly, "i")).parent_path().string();
   std::vector<std::string> dirs = {AssemblyDir(user, assembly), works};
@@ -661,8 +712,9 @@ void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
       if (job == nullptr && t.job_id != 0) {
         // Submitted, and ended long enough ago for squeue to have forgotten it.
         ReportExit(key, t.container_id,
-                   MadeUpExit("lost: Slurm job " + std::to_string(t.job_id) +
-                              " ended while tarn server was down; how it ended is unknown"));
+                   EndOfVanishedJob(t, "lost: Slurm job " + std::to_string(t.job_id) +
+                                           " ended while tarn server was down; how it ended "
+                                           "is unknown"));
         continue;
       }
       if (job == nullptr) {
@@ -683,8 +735,9 @@ void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
     if (found == by_id.end()) {
       if (++t.misses >= kMissesBeforeLost) {
         ReportExit(key, t.container_id,
-                   MadeUpExit("lost: Slurm no longer lists job " + std::to_string(t.job_id) +
-                              " and no end state of it was seen"));
+                   EndOfVanishedJob(t, "lost: Slurm no longer lists job " +
+                                           std::to_string(t.job_id) +
+                                           " and no end state of it was seen"));
       }
       continue;
     }
@@ -751,6 +804,34 @@ void SlurmBackend::ReportExit(const std::string& key, std::string container_id,
   e.container_id = container_id;
   e.exit = std::move(exit);
   Emit(std::move(e));
+}
+
+runtime::ExitInfo SlurmBackend::EndOfVanishedJob(const Tracked& t, const std::string& lost) const {
+  const std::string job = "Slurm job " + std::to_string(t.job_id);
+  if (!jobcomp_file_.empty()) {
+    StatusOr<std::string> text = ReadFileToString(jobcomp_file_, 256u << 20);
+    std::optional<SlurmJob> record =
+        text.ok() ? FindJobCompRecord(*text, t.job_id) : std::nullopt;
+    if (record) {
+      runtime::ExitInfo e = ViewJob(*record).exit;
+      if (e.finished_at_ms == 0) e.finished_at_ms = options_.clock->WallMillis();
+      e.diagnostics += " (" + job + ", from Slurm's job completion log)";
+      return e;
+    }
+  }
+  StatusOr<std::string> text = ReadFileToString(t.instance_dir + "/exit.json", 1 << 16);
+  if (text.ok()) {
+    nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+    StatusOr<runtime::ExitInfo> e =
+        j.is_object() ? runtime::ExitInfoFromJson(j)
+                      : StatusOr<runtime::ExitInfo>(DataLossError("not JSON"));
+    if (e.ok()) {
+      e->diagnostics = runtime::DescribeExit(*e) + " (" + job +
+                       " is gone from squeue; this is what the instance's shim recorded)";
+      return *e;
+    }
+  }
+  return MadeUpExit(lost);
 }
 
 runtime::ExitInfo SlurmBackend::MadeUpExit(const std::string& diagnostics) const {

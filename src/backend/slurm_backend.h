@@ -27,19 +27,29 @@
 // Nodes()/Queues()) is refreshed by the poller: these calls wait for Slurm only in that
 // rare --test-only (5 s at most).
 //
-// Phase 1 limits: a gang is submitted as separate jobs (Slurm may start some members before
-// others; heterogeneous jobs are phase 2). Instances on one node share its address, so a
-// component that binds a fixed port needs one instance per node or distinct ports
-// (per-instance port assignment before submit is phase 2). tarn's DNS server must be
-// reachable from the nodes for names to resolve inside containers.
+// Ports: instances on one node share its address, so every instance gets numbers of its own
+// for its declared ports (tarn.ports, tarn.tf.port) from `port_range`, unique across all
+// that this server runs (PortBook), before its job is submitted: TF_CONFIG names
+// `<instance>.<assembly>.<user>.<domain>:<assigned>` for every member, TARN_PORT_<NAME>
+// carries the instance's own, the SRV records and `tarn status` show them, and a readiness
+// check written with a declared number probes the assigned one. An instance keeps its
+// numbers across restarts (recorded in <shared_dir>/<user>/<assembly>/ports.json) and gives
+// them back when flexed down or destroyed. Programs must listen on $TARN_PORT_<NAME> (or
+// their TF_CONFIG entry), not on a number written into the launch command.
+//
+// Limits: a gang is submitted as separate jobs (Slurm may start some members before others;
+// heterogeneous jobs are not used yet). tarn's DNS server must be reachable from the nodes
+// for names to resolve inside containers.
 //
 // States: ONE poller thread reads `squeue --json` (all jobs: it ignores filters) every
 // poll_interval and maps each job it tracks: RUNNING with its address file -> kStarted(ip,
 // node); an end state -> kExited exactly once per container id, with the exit code or
 // signal of its wait status, OOM (OUT_OF_MEMORY, or derived exit code 253 from an srun
 // step) and Slurm's state and reason as diagnostics ("Slurm: FAILED (NonZeroExitCode),
-// exited with code 3"); a job gone from squeue without an end state seen -> kExited saying
-// it was lost. Stop is `scancel` (SIGTERM, SIGKILL after KillWait); its kExited comes when
+// exited with code 3"); a job gone from squeue without an end state seen (it ended while
+// tarn server was down, or beyond MinJobAge) -> kExited as Slurm's jobcomp/filetxt record
+// says (JobCompLoc, from `scontrol show config`), else as the shim's exit.json says, else
+// saying it was lost. Stop is `scancel` (SIGTERM, SIGKILL after KillWait); its kExited comes when
 // squeue shows the end. Recover finds the job by its name (and the job id recorded in the
 // instance directory) at the poller's next squeue pass that succeeds: pending or running
 // -> kStarted once it runs, ended -> kExited, none -> kStartFailed (none, but recorded ->
@@ -70,6 +80,7 @@
 #include "backend/exit_ledger.h"
 #include "backend/local_container.h"
 #include "backend/name_files.h"
+#include "backend/port_book.h"
 #include "backend/slurm_commands.h"
 #include "common/clock.h"
 #include "common/status.h"
@@ -91,6 +102,7 @@ class SlurmBackend final : public service::Backend {
     std::string partition, account, qos;  // "" = Slurm's defaults
     std::vector<std::string> sbatch_options;
     std::string shared_dir;  // required, absolute
+    PortRange port_range{20000, 29999};  // where instances' port numbers come from
     // How often squeue is read; <= 0: no poller thread (tests call PollForTest()).
     std::chrono::milliseconds poll_interval{500};
     std::string domain = "tarn";
@@ -143,6 +155,10 @@ class SlurmBackend final : public service::Backend {
   void NamesChanged(const std::string& user, const std::string& assembly,
                     const std::string& hosts_lines) override;
   std::string DescribeNameResolution() const override { return options_.names.description; }
+  // The numbers assigned to the instance (assigning them when it has none yet; the declared
+  // ones, with the error logged, when the range is exhausted).
+  std::vector<spec::NamedPort> InstancePorts(const service::InstanceRef& ref,
+                                             const spec::Component& component) const override;
 
   // One pass of the poller (the node inventory when stale, squeue), on the calling thread.
   void PollForTest();
@@ -185,6 +201,10 @@ class SlurmBackend final : public service::Backend {
   std::vector<SlurmNode> CachedNodes() const;
 
   LaunchContext ContextFor(const std::string& user) const;
+  // Assigns numbers to the instance and to every instance its TF_CONFIG names; then the
+  // lookup BuildContainerSpec uses.
+  StatusOr<spec::PortLookup> AssignPorts(const spec::Assembly& assembly,
+                                         const service::InstanceRef& ref);
   std::string InstanceDir(const service::InstanceRef& ref) const;
   std::string AssemblyDir(const std::string& user, const std::string& assembly) const;
 
@@ -214,9 +234,16 @@ class SlurmBackend final : public service::Backend {
   void ReportExit(const std::string& key, std::string container_id,
                   runtime::ExitInfo exit);  // REQUIRES: mu_ held
   runtime::ExitInfo MadeUpExit(const std::string& diagnostics) const;
+  // How a job that squeue no longer lists ended: Slurm's jobcomp record of it when the
+  // controller keeps a jobcomp/filetxt file, else the shim's exit.json in the instance
+  // directory (removed before every start, so one there is this start's), else a made-up
+  // exit saying `lost`.
+  runtime::ExitInfo EndOfVanishedJob(const Tracked& t, const std::string& lost) const;
 
   const Options options_;
   std::string slurm_conf_;  // resolved: options_.slurm_conf or $SLURM_CONF at Create
+  std::unique_ptr<PortBook> ports_;  // set by Create
+  std::string jobcomp_file_;         // JobCompLoc of jobcomp/filetxt, read by Create; "" none
 
   mutable std::mutex place_mu_;
   std::unordered_map<std::string, Request> requests_;  // by key; guarded by place_mu_

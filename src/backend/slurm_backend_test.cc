@@ -7,8 +7,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "common/file.h"
@@ -68,6 +70,13 @@ class FakeSlurm {
       }
       jobs_[next_id_] = j;
       r.out = std::to_string(next_id_++) + "\n";
+    } else if (argv[0] == "scontrol" && argv.size() == 3 && argv[1] == "show" &&
+               argv[2] == "config") {
+      r.out = "AuthType                = auth/none\n";
+      if (!jobcomp_file.empty()) {
+        r.out += "JobCompLoc              = " + jobcomp_file +
+                 "\nJobCompType             = jobcomp/filetxt\n";
+      }
     } else if (argv[0] == "scancel") {
       for (auto& [id, j] : jobs_) {
         if (std::to_string(id) == argv[1] || "--name=" + j.name == argv[1]) {
@@ -105,6 +114,7 @@ class FakeSlurm {
   }
 
   bool down = false;  // squeue fails, as with the controller down
+  std::string jobcomp_file;  // `scontrol show config` names it (read when a backend starts)
 
  private:
   std::mutex mu_;
@@ -249,6 +259,73 @@ TEST_F(FakeSlurmBackendTest, LaunchSubmitsAndThePollerReportsEachStepOnce) {
   EXPECT_EQ(backend_->LogFile(Ref(0), false), "");  // the fake job wrote no output
 }
 
+// Instances share their node's address on Slurm: each gets numbers of its own for its
+// declared ports before it is submitted, and TF_CONFIG names every member with its numbers.
+TEST_F(FakeSlurmBackendTest, PortsAreAssignedBeforeSubmitAndKeptAcrossAServerRestart) {
+  spec::ParseOptions po;
+  po.user = "alice";
+  spec::ParseResult r = spec::ParseAssemblyJson(json::parse(R"({"name": "t", "version": "1",
+      "components": [
+        {"name": "ps", "number_of_containers": 2, "launch_command": "sleep 100",
+         "resource": {"cpus": 1, "memory": "128"},
+         "configuration": {"properties": {"tarn.tf.role": "ps", "tarn.ports": "grpc:2222"}}},
+        {"name": "worker", "number_of_containers": 2, "launch_command": "sleep 100",
+         "dependencies": ["ps"], "resource": {"cpus": 1, "memory": "128"},
+         "configuration": {"properties": {"tarn.tf.role": "worker",
+                                          "tarn.ports": "grpc:2222,metrics:9100"}}}]})"),
+                                                po);
+  ASSERT_TRUE(r.ok());
+  const spec::Assembly tf = *r.assembly;
+  InstanceRef w1{"alice", "t", "worker", "worker-1", 1};
+  backend_->Launch(tf, w1, {}, "alice_t_worker-1_1");
+  backend_->WaitForIdleForTest();
+  ASSERT_EQ(slurm_.Commands("sbatch").size(), 1u);
+  json spec =
+      json::parse(ReadFileToString((dir_ / "alice/t/worker-1/spec.json").string()).value_or("{}"));
+  std::map<std::string, std::string> env;
+  for (const auto& kv : spec["env"]) {
+    const std::string s = kv.get<std::string>();
+    env[s.substr(0, s.find('='))] = s.substr(s.find('=') + 1);
+  }
+  json tf_config = json::parse(env["TF_CONFIG"]);
+  std::set<int> numbers;
+  std::map<std::string, int> by_instance;
+  for (const char* job : {"ps", "worker"}) {
+    ASSERT_EQ(tf_config["cluster"][job].size(), 2u) << env["TF_CONFIG"];
+    for (int i = 0; i < 2; ++i) {
+      const std::string entry = tf_config["cluster"][job][i].get<std::string>();
+      const std::string host = std::string(job) + "-" + std::to_string(i) + ".t.alice.tarn:";
+      ASSERT_EQ(entry.rfind(host, 0), 0u) << entry;
+      const int port = std::stoi(entry.substr(host.size()));
+      EXPECT_GE(port, 20000);
+      EXPECT_LE(port, 29999);
+      numbers.insert(port);
+      by_instance[std::string(job) + "-" + std::to_string(i)] = port;
+    }
+  }
+  EXPECT_EQ(numbers.size(), 4u) << env["TF_CONFIG"];
+  EXPECT_EQ(env["TARN_PORT_GRPC"], std::to_string(by_instance["worker-1"]));
+  EXPECT_NE(env["TARN_PORT_METRICS"], env["TARN_PORT_GRPC"]);
+  EXPECT_FALSE(numbers.count(std::stoi(env["TARN_PORT_METRICS"])));
+
+  // What the registry and `tarn status` show is what the instances were given.
+  InstanceRef p0{"alice", "t", "ps", "ps-0", 0};
+  auto ports = backend_->InstancePorts(p0, tf.components[0]);
+  ASSERT_EQ(ports.size(), 1u);
+  EXPECT_EQ(ports[0], (spec::NamedPort{"grpc", by_instance["ps-0"]}));
+
+  // A restarted server hands out the same numbers, and new ones around them.
+  backend_.reset();
+  backend_ = NewBackend();
+  ASSERT_NE(backend_, nullptr);
+  EXPECT_EQ(backend_->InstancePorts(p0, tf.components[0]), ports);
+  InstanceRef w2{"alice", "t", "worker", "worker-2", 2};
+  for (const spec::NamedPort& p : backend_->InstancePorts(w2, tf.components[1])) {
+    EXPECT_FALSE(numbers.count(p.port)) << p.name;
+    EXPECT_NE(std::to_string(p.port), env["TARN_PORT_METRICS"]);
+  }
+}
+
 TEST_F(FakeSlurmBackendTest, StopCancelsAndTheEndComesFromSqueue) {
   backend_->Launch(assembly_, Ref(0), {}, "alice_a_w-0_1");
   backend_->Stop(Ref(0), "alice_a_w-0_1");
@@ -323,6 +400,57 @@ TEST_F(FakeSlurmBackendTest, RecoverAdoptsJobsAndNeverSubmits) {
   EXPECT_EQ(events[0].kind, BackendEvent::Kind::kExited);
   EXPECT_EQ(events[0].exit.diagnostics,
             "lost: Slurm no longer lists job 200 and no end state of it was seen");
+}
+
+// A job that ended while tarn server was down and that squeue has forgotten: its end comes
+// from Slurm's job completion log, else from the shim's exit.json, and only else is "lost".
+TEST_F(FakeSlurmBackendTest, JobsThatEndedWhileTheServerWasDownTellHowTheyEnded) {
+  const std::string jobcomp = (dir_ / "jobcomp.txt").string();
+  std::ofstream(jobcomp)
+      << "JobId=300 UserId=root(0) GroupId=root(0) Name=tarn.alice.a.w-0.1 JobState=FAILED "
+         "Partition=main TimeLimit=525600 StartTime=2026-11-30T15:22:46 "
+         "EndTime=2026-11-30T15:22:47 NodeList=node1 NodeCnt=1 DerivedExitCode=0:0 "
+         "ExitCode=3:0 \n";
+  slurm_.jobcomp_file = jobcomp;
+  backend_.reset();
+  backend_ = NewBackend();  // reads where the log is at start
+  ASSERT_NE(backend_, nullptr);
+  for (int i : {0, 1, 2}) {
+    std::filesystem::create_directories(dir_ / "alice/a" / ("w-" + std::to_string(i)));
+    ASSERT_TRUE(runtime::WriteFileAtomically(
+                    (dir_ / "alice/a" / ("w-" + std::to_string(i)) / "job").string(),
+                    std::to_string(300 + i) + " alice_a_w-" + std::to_string(i) + "_1\n")
+                    .ok());
+  }
+  runtime::ExitInfo shim_exit;
+  shim_exit.exit_code = 7;
+  shim_exit.finished_at_ms = 1234;
+  ASSERT_TRUE(runtime::WriteFileAtomically((dir_ / "alice/a/w-1/exit.json").string(),
+                                           runtime::ToJson(shim_exit).dump())
+                  .ok());
+  for (int i : {0, 1, 2}) {
+    backend_->Recover(assembly_, Ref(i), "alice_a_w-" + std::to_string(i) + "_1");
+  }
+  backend_->WaitForIdleForTest();
+  backend_->PollForTest();
+  std::map<std::string, BackendEvent> by_key;
+  for (BackendEvent& e : Take()) by_key[e.key] = std::move(e);
+  ASSERT_EQ(by_key.size(), 3u);
+  for (const auto& [key, e] : by_key) EXPECT_EQ(e.kind, BackendEvent::Kind::kExited) << key;
+  const runtime::ExitInfo& from_log = by_key["alice/a/w-0"].exit;
+  EXPECT_EQ(from_log.exit_code, 3);
+  EXPECT_EQ(from_log.diagnostics,
+            "Slurm: FAILED, exited with code 3 (Slurm job 300, from Slurm's job completion log)");
+  EXPECT_GT(from_log.finished_at_ms, 0);
+  const runtime::ExitInfo& from_shim = by_key["alice/a/w-1"].exit;
+  EXPECT_EQ(from_shim.exit_code, 7);
+  EXPECT_EQ(from_shim.finished_at_ms, 1234);
+  EXPECT_EQ(from_shim.diagnostics,
+            "exited with code 7 (Slurm job 301 is gone from squeue; this is what the "
+            "instance's shim recorded)");
+  EXPECT_EQ(by_key["alice/a/w-2"].exit.diagnostics,
+            "lost: Slurm job 302 ended while tarn server was down; how it ended is unknown");
+  EXPECT_NE(by_key["alice/a/w-2"].exit.exit_code, 0) << "never read as a success";
 }
 
 TEST_F(FakeSlurmBackendTest, WhatNoNodeCanHoldIsInfeasibleInSlurmsWords) {

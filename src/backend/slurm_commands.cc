@@ -3,8 +3,12 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <ctime>
+#include <iomanip>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "common/number.h"
 
 namespace tarn::backend {
 namespace {
@@ -110,6 +114,72 @@ StatusOr<std::vector<SlurmNode>> ParseSinfoJson(const std::string& text) {
   }
 }
 
+std::optional<SlurmJob> FindJobCompRecord(const std::string& text, int64_t job_id) {
+  const std::string key = "JobId=" + std::to_string(job_id) + " ";
+  size_t at = std::string::npos;
+  for (size_t pos = text.find(key); pos != std::string::npos; pos = text.find(key, pos + 1)) {
+    if (pos == 0 || text[pos - 1] == '\n') at = pos;
+  }
+  if (at == std::string::npos) return std::nullopt;
+  const size_t end = std::min(text.find('\n', at), text.size());
+  std::stringstream line(text.substr(at, end - at));
+  SlurmJob job;
+  job.job_id = job_id;
+  // "E:S" -> the wait status squeue reports: exit code E, or killed by signal S.
+  auto status = [](const std::string& v) -> int64_t {
+    const size_t colon = v.find(':');
+    if (colon == std::string::npos) return 0;
+    const int64_t code = ParseInt64(v.substr(0, colon)).value_or(0);
+    const int64_t sig = ParseInt64(v.substr(colon + 1)).value_or(0);
+    return sig != 0 ? (sig & 0x7f) : (code & 0xff) << 8;
+  };
+  std::string field;
+  while (line >> field) {
+    const size_t eq = field.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string k = field.substr(0, eq), v = field.substr(eq + 1);
+    if (k == "Name") {
+      job.name = v;
+    } else if (k == "JobState") {
+      job.state = v;
+    } else if (k == "NodeList") {
+      job.nodes = v;
+    } else if (k == "ExitCode") {
+      job.exit_code = status(v);
+    } else if (k == "DerivedExitCode") {
+      job.derived_exit_code = status(v);
+    } else if (k == "EndTime") {
+      std::tm tm{};
+      std::istringstream in(v);
+      in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%S");
+      if (!in.fail()) {
+        tm.tm_isdst = -1;
+        const std::time_t t = std::mktime(&tm);
+        if (t > 0) job.end_time = t;
+      }
+    }
+  }
+  if (job.state.empty()) return std::nullopt;
+  return job;
+}
+
+std::string JobCompFile(const std::string& show_config) {
+  std::stringstream in(show_config);
+  std::string line, type, loc;
+  auto value = [](const std::string& l) {
+    const size_t eq = l.find('=');
+    std::string v = eq == std::string::npos ? "" : l.substr(eq + 1);
+    v.erase(0, v.find_first_not_of(' '));
+    v.erase(v.find_last_not_of(" \r") + 1);
+    return v;
+  };
+  while (std::getline(in, line)) {
+    if (line.rfind("JobCompType ", 0) == 0 || line.rfind("JobCompType=", 0) == 0) type = value(line);
+    if (line.rfind("JobCompLoc ", 0) == 0 || line.rfind("JobCompLoc=", 0) == 0) loc = value(line);
+  }
+  return type == "jobcomp/filetxt" && !loc.empty() && loc[0] == '/' ? loc : "";
+}
+
 JobView ViewJob(const SlurmJob& job) {
   JobView v;
   const std::string reason =
@@ -133,8 +203,10 @@ JobView ViewJob(const SlurmJob& job) {
   } else {
     e.exit_code = WEXITSTATUS(status);
   }
-  // Slurm marks an OOM kill inside an srun step only in the derived exit code (0:125).
-  const bool step_oom = job.derived_exit_code == 253;
+  // Slurm marks an OOM kill inside an srun step only in the derived exit code: "0:125" in
+  // jobcomp, 253 in squeue (the same signal number with the core-dump bit).
+  const int derived = static_cast<int>(job.derived_exit_code);
+  const bool step_oom = derived != 0 && WIFSIGNALED(derived) && WTERMSIG(derived) == 125;
   e.oom_killed = job.state == "OUT_OF_MEMORY" || step_oom;
   // An end that is not a success must never read as one (NODE_FAIL, TIMEOUT... may carry
   // a zero status): the restart policy would take it for a clean exit.

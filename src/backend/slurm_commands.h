@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,16 @@ struct SlurmNode {
 // `text` is squeue's or sinfo's --json output; errors name the command.
 StatusOr<std::vector<SlurmJob>> ParseSqueueJson(const std::string& text);
 StatusOr<std::vector<SlurmNode>> ParseSinfoJson(const std::string& text);
+
+// The final record of `job_id` in a jobcomp/filetxt file (one "JobId=N ... JobState=S ...
+// EndTime=T ... DerivedExitCode=E:S ExitCode=E:S" line per ended job; the last one when a
+// requeued job has several), as the SlurmJob squeue would have shown: exit codes as wait
+// statuses, end_time from EndTime (the controller's local time), no reason. nullopt when
+// the file has no such line.
+std::optional<SlurmJob> FindJobCompRecord(const std::string& text, int64_t job_id);
+// From `scontrol show config`: the file jobcomp/filetxt writes (JobCompLoc), "" when the
+// controller keeps no such file (another JobCompType, or none).
+std::string JobCompFile(const std::string& show_config);
 
 // How a job stands, for tarn.
 struct JobView {

@@ -203,4 +203,50 @@ TEST(SlurmCommandsTest, BatchScriptReportsTheAddressAndRunsTheShim) {
 }
 
 }  // namespace
+TEST(SlurmCommandsTest, ReadsJobCompRecords) {
+  const std::string text =
+      "JobId=540003 UserId=root(0) GroupId=root(0) Name=wrap JobState=FAILED Partition=main "
+      "StartTime=2026-11-30T15:22:46 EndTime=2026-11-30T15:22:46 NodeList=node1 NodeCnt=1 "
+      "DerivedExitCode=0:0 ExitCode=0:9 \n"
+      "JobId=540001 UserId=root(0) GroupId=root(0) Name=tarn.a.b.c-0.1 JobState=FAILED "
+      "EndTime=2026-11-30T15:22:46 NodeList=node1 DerivedExitCode=0:125 ExitCode=1:0 \n"
+      "JobId=54000 UserId=root(0) Name=x JobState=CANCELLED DerivedExitCode=0:0 ExitCode=0:0 \n"
+      "JobId=540001 UserId=root(0) Name=tarn.a.b.c-0.1 JobState=TIMEOUT EndTime=junk "
+      "DerivedExitCode=0:0 ExitCode=0:0 \n";
+  std::optional<SlurmJob> killed = FindJobCompRecord(text, 540003);
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(killed->state, "FAILED");
+  EXPECT_EQ(killed->exit_code, 9);  // the wait status of a SIGKILL
+  EXPECT_EQ(killed->nodes, "node1");
+  EXPECT_GT(killed->end_time, 1700000000);
+  JobView v = ViewJob(*killed);
+  EXPECT_EQ(v.exit.signal, 9);
+  // The last record of a job wins (a requeued job has several); a bad EndTime is none.
+  std::optional<SlurmJob> last = FindJobCompRecord(text, 540001);
+  ASSERT_TRUE(last);
+  EXPECT_EQ(last->state, "TIMEOUT");
+  EXPECT_EQ(last->end_time, 0);
+  EXPECT_EQ(ViewJob(*last).exit.exit_code, -1) << "a TIMEOUT never reads as a success";
+  EXPECT_EQ(FindJobCompRecord(text, 54000)->state, "CANCELLED");  // not 540001's prefix
+  EXPECT_FALSE(FindJobCompRecord(text, 5400));
+  EXPECT_FALSE(FindJobCompRecord("", 1));
+  // An OOM inside an srun step: derived 0:125, as squeue's 253.
+  std::optional<SlurmJob> oom = FindJobCompRecord(
+      "JobId=7 JobState=FAILED DerivedExitCode=0:125 ExitCode=1:0\n", 7);
+  ASSERT_TRUE(oom);
+  EXPECT_EQ(oom->exit_code, 256);
+  EXPECT_TRUE(ViewJob(*oom).exit.oom_killed);
+}
+
+TEST(SlurmCommandsTest, FindsTheJobCompFileInTheConfig) {
+  EXPECT_EQ(JobCompFile("JobCompHost             = localhost\n"
+                        "JobCompLoc              = /tmp/hc/log/jobcomp.txt\n"
+                        "JobCompPort             = 0\n"
+                        "JobCompType             = jobcomp/filetxt\n"),
+            "/tmp/hc/log/jobcomp.txt");
+  EXPECT_EQ(JobCompFile("JobCompLoc = /var/log/x\nJobCompType = jobcomp/elasticsearch\n"), "");
+  EXPECT_EQ(JobCompFile("JobCompType = jobcomp/none\n"), "");
+  EXPECT_EQ(JobCompFile(""), "");
+}
+
 }  // namespace tarn::backend

@@ -19,6 +19,7 @@
 #include "runtime/container_spec.h"
 #include "scheduler/scheduler.h"
 #include "spec/assembly.h"
+#include "spec/plan.h"
 
 namespace tarn::service {
 
@@ -130,6 +131,15 @@ class Backend {
   virtual std::string SharedDir(const std::string& user, const std::string& assembly) const = 0;
 
   // ---- Names (on the service loop) ----
+
+  // The ports instance `ref` of `component` listens on, by name (spec::DeclaredPorts): the
+  // declared numbers where every instance has an address of its own (local), numbers the
+  // backend assigned in their place where instances share their node's address (Slurm).
+  // An instance keeps its numbers across restarts. They go into its SRV records and status.
+  virtual std::vector<spec::NamedPort> InstancePorts(const InstanceRef& /*ref*/,
+                                                     const spec::Component& component) const {
+    return spec::DeclaredPorts(component);
+  }
 
   // The assembly's published names changed; `hosts_lines` holds all of them as /etc/hosts
   // lines (registry::Registry::HostsLines), for backends whose containers read a hosts file.

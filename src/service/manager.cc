@@ -640,7 +640,9 @@ struct Manager::Impl {
           r.ip = ip;
           r.ready = i.phase == Phase::kRunning && i.ready;
           r.container_id = i.rec.container_id;
-          for (const spec::NamedPort& p : cs.ports) r.ports.push_back({p.name, p.port});
+          for (const spec::NamedPort& p : backend.InstancePorts(i.ref, cs)) {
+            r.ports.push_back({p.name, p.port});
+          }
           if (!i.published || *i.published != r) {
             options.registry->Upsert(r);
             i.published = std::move(r);
@@ -1181,7 +1183,7 @@ std::optional<Clock::TimePoint> Manager::NextDeadline() const {
 namespace {
 
 InstanceStatus ViewInstance(const Manager::Impl& d, const Manager::Impl::Asm& a,
-                            const Manager::Impl::Inst& i);
+                            const spec::Component& cs, const Manager::Impl::Inst& i);
 
 }  // namespace
 
@@ -1211,7 +1213,7 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
     cv.number_of_containers = cs.number_of_containers;
     int64_t succeeded = 0, stopped = 0, failed = 0, live = 0;
     for (const auto& [idx, i] : c.instances) {
-      InstanceStatus iv = ViewInstance(d, a, i);
+      InstanceStatus iv = ViewInstance(d, a, cs, i);
       if (!i.remove) {
         ++live;
         if (iv.state == kReady) ++cv.ready;
@@ -1245,7 +1247,7 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
 namespace {
 
 InstanceStatus ViewInstance(const Manager::Impl& d, const Manager::Impl::Asm& a,
-                            const Manager::Impl::Inst& i) {
+                            const spec::Component& cs, const Manager::Impl::Inst& i) {
   using Phase = Manager::Impl::Phase;
   InstanceStatus v;
   v.name = i.ref.instance;
@@ -1256,6 +1258,7 @@ InstanceStatus ViewInstance(const Manager::Impl& d, const Manager::Impl::Asm& a,
   v.ip = d.AddressOf(i);
   v.node = i.has_placement && !i.placement.node.empty() ? i.placement.node : i.rec.node;
   v.gpus = i.has_placement ? i.placement.gpus : std::vector<int>{};
+  for (const spec::NamedPort& p : d.backend.InstancePorts(i.ref, cs)) v.ports[p.name] = p.port;
   v.restarts = i.rec.restarts;
   v.last_exit = i.rec.last_exit;
   v.diagnostics = i.diagnostics;

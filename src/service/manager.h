@@ -50,6 +50,7 @@ struct InstanceStatus {
   std::string ip;
   std::string node;
   std::vector<int> gpus;
+  std::map<std::string, int> ports;  // by name: the numbers it listens on (Backend::InstancePorts)
   int64_t restarts = 0;
   std::string last_exit;    // how the last run ended, "" before any
   int64_t launch_time = 0;  // ms since the epoch of the current start; 0 when not started

@@ -47,19 +47,39 @@ std::string Upper(std::string s) {
   return s;
 }
 
+// The declared port TF_CONFIG names for the component's instances.
+NamedPort TfPort(const Component& c) {
+  for (const NamedPort& p : c.ports) {
+    if (p.port == *c.tf_port) return p;
+  }
+  return {"tf", *c.tf_port};
+}
+
 }  // namespace
 
+std::vector<NamedPort> DeclaredPorts(const Component& c) {
+  std::vector<NamedPort> out = c.ports;
+  if (c.tf_port) {
+    NamedPort tf = TfPort(c);
+    if (tf.name == "tf" && std::find(out.begin(), out.end(), tf) == out.end()) out.push_back(tf);
+  }
+  return out;
+}
+
 std::string TfConfigJson(const Assembly& a, const Component& component, int64_t index,
-                         const std::string& user, const std::string& domain) {
+                         const std::string& user, const std::string& domain,
+                         const PortLookup& ports) {
   if (component.tf_role == TfRole::kNone) return "";
   nlohmann::json cluster = nlohmann::json::object();
   for (const Component& c : a.components) {
     if (c.tf_role == TfRole::kNone || c.number_of_containers == 0 || !c.tf_port) continue;
     nlohmann::json& job = cluster[TfRoleName(c.tf_role)];
     job = nlohmann::json::array();
+    const NamedPort tf = TfPort(c);
     for (int64_t i = 0; i < c.number_of_containers; ++i) {
-      job.push_back(InstanceHostname(InstanceName(c.name, i), a.name, user, domain) + ":" +
-                    std::to_string(*c.tf_port));
+      const std::string instance = InstanceName(c.name, i);
+      const int port = ports ? ports(instance, tf) : tf.port;
+      job.push_back(InstanceHostname(instance, a.name, user, domain) + ":" + std::to_string(port));
     }
   }
   nlohmann::json config = {
@@ -69,10 +89,9 @@ std::string TfConfigJson(const Assembly& a, const Component& component, int64_t 
   return config.dump();
 }
 
-std::vector<std::pair<std::string, std::string>> InstanceEnv(const Assembly& a, const Component& c,
-                                                             int64_t i, const std::string& user,
-                                                             const std::string& domain,
-                                                             const Variables& vars) {
+std::vector<std::pair<std::string, std::string>> InstanceEnv(
+    const Assembly& a, const Component& c, int64_t i, const std::string& user,
+    const std::string& domain, const Variables& vars, const PortLookup& ports) {
   std::map<std::string, std::string> env;
   for (const auto& [k, v] : c.configuration.env) env[k] = Substitute(v, vars).text;
   std::string instance = InstanceName(c.name, i);
@@ -85,8 +104,10 @@ std::vector<std::pair<std::string, std::string>> InstanceEnv(const Assembly& a, 
   env["TARN_HOSTNAME"] = InstanceHostname(instance, a.name, user, domain);
   env["TARN_VCORES"] = std::to_string(c.resource.cpus.value_or(0));
   env["TARN_MEMORY_MB"] = std::to_string(c.resource.memory_mib.value_or(0));
-  for (const NamedPort& p : c.ports) env["TARN_PORT_" + Upper(p.name)] = std::to_string(p.port);
-  std::string tf = TfConfigJson(a, c, i, user, domain);
+  for (const NamedPort& p : c.ports) {
+    env["TARN_PORT_" + Upper(p.name)] = std::to_string(ports ? ports(instance, p) : p.port);
+  }
+  std::string tf = TfConfigJson(a, c, i, user, domain, ports);
   if (!tf.empty()) env["TF_CONFIG"] = tf;
   return {env.begin(), env.end()};
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -37,23 +38,32 @@ struct Plan {
   std::vector<InstancePlan> instances;  // by wave, then component, then index
 };
 
+// The ports an instance of `component` listens on, by name: tarn.ports, and tarn.tf.port as
+// "tf" when it is not one of them.
+std::vector<NamedPort> DeclaredPorts(const Component& component);
+
+// The number instance `instance` ("worker-1") listens on for its declared port `declared`,
+// where a backend assigned numbers of its own (Slurm: instances share their node's address).
+// Without one, every instance listens on the declared numbers.
+using PortLookup = std::function<int(const std::string& instance, const NamedPort& declared)>;
+
 // The environment tarn gives instance `index` of `component` before placement: the
 // component's env after substitution with `vars`, TARN_ASSEMBLY, TARN_USER, TARN_DOMAIN,
 // TARN_COMPONENT, TARN_INSTANCE, TARN_INDEX, TARN_HOSTNAME, TARN_VCORES, TARN_MEMORY_MB,
-// TARN_PORT_<NAME> and TF_CONFIG; sorted by name.
-std::vector<std::pair<std::string, std::string>> InstanceEnv(const Assembly& assembly,
-                                                             const Component& component,
-                                                             int64_t index, const std::string& user,
-                                                             const std::string& domain,
-                                                             const Variables& vars);
+// TARN_PORT_<NAME> and TF_CONFIG (their numbers through `ports` when given); sorted by name.
+std::vector<std::pair<std::string, std::string>> InstanceEnv(
+    const Assembly& assembly, const Component& component, int64_t index, const std::string& user,
+    const std::string& domain, const Variables& vars, const PortLookup& ports = nullptr);
 
 // REQUIRES: `assembly` came out of ParseAssembly without errors.
 Plan MakePlan(const Assembly& assembly, const std::string& user, const std::string& domain);
 
 // TF_CONFIG for instance `index` of `component`, exactly as TensorFlow reads it:
 // {"cluster":{"ps":["ps-0.a.u.d:2222",...],"worker":[...]},"task":{"type":"worker","index":1}}.
-// Empty when the component has no tarn.tf.role.
+// Empty when the component has no tarn.tf.role. Each member's port is its tf port, through
+// `ports` when given.
 std::string TfConfigJson(const Assembly& assembly, const Component& component, int64_t index,
-                         const std::string& user, const std::string& domain);
+                         const std::string& user, const std::string& domain,
+                         const PortLookup& ports = nullptr);
 
 }  // namespace tarn::spec

@@ -21,6 +21,8 @@
 #                             derived from DIR (20000-31999), then moved up until NODES+1
 #                             ports are free, so clusters of parallel tests do not collide.
 #   TARN_SLURM_START_TIMEOUT  seconds to wait for the nodes to become idle (default 60).
+#   TARN_SLURM_NODE_MEMORY_MB each node's RealMemory (default 4096); only a number Slurm
+#                             schedules by: the machine's memory is not divided.
 #
 # Run as root on Debian 12 (packages: slurm-wlm; scripts/setup installs it). PID 1 need not be
 # systemd; cgroup v1 controllers must be mounted under /sys/fs/cgroup.
@@ -92,6 +94,7 @@ pick_port() {
 # Writes slurm.conf, gres.conf and cgroup.conf into DIR and makes the fake GPU devices.
 write_config() {
   local dir=$1 nodes=$2 gpus=$3 port=$4 host n g minor first_job
+  local memory=${TARN_SLURM_NODE_MEMORY_MB:-4096}
   host=$(hostname -s)
   # Job ids differ between clusters started in parallel: the cgroup directories of a job
   # (/sys/fs/cgroup/*/slurm_nodeN/uid_U/job_ID) are named by node and job only, so two
@@ -141,7 +144,8 @@ SelectTypeParameters=CR_Core_Memory
 # A job without --mem gets 256 MB per CPU, not (the default) the whole node's memory.
 DefMemPerCPU=256
 GresTypes=gpu
-# Trust the configured node sizes, not the machine's: every node is CPUs=4 RealMemory=4096.
+# Trust the configured node sizes, not the machine's: every node is CPUs=4 and
+# RealMemory=$memory (TARN_SLURM_NODE_MEMORY_MB; 4096 by default).
 SlurmdParameters=config_overrides
 ReturnToService=2
 # tarn restarts instances by its own policy: a job whose node fails ends as NODE_FAIL instead
@@ -161,7 +165,7 @@ MailProg=/bin/true
 EOF
   for ((n = 1; n <= nodes; n++)); do
     echo "NodeName=node$n NodeHostname=$host NodeAddr=127.0.1.$n Port=$((port + n))" \
-      "CPUs=4 RealMemory=4096 Gres=gpu:$gpus State=UNKNOWN" >>"$dir/slurm.conf"
+      "CPUs=4 RealMemory=$memory Gres=gpu:$gpus State=UNKNOWN" >>"$dir/slurm.conf"
   done
   echo "PartitionName=main Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$dir/slurm.conf"
 
@@ -229,6 +233,8 @@ start() {
   local dir=$1 nodes=$2 gpus=$3 port n f
   [[ "$nodes" =~ ^[1-9][0-9]?$ && "$nodes" -le 99 ]] || { log "NODES must be 1..99"; exit 2; }
   [[ "$gpus" =~ ^[0-9]+$ ]] || { log "GPUS_PER_NODE must be a number"; exit 2; }
+  [[ "${TARN_SLURM_NODE_MEMORY_MB:-4096}" =~ ^[1-9][0-9]{2,6}$ ]] ||
+    { log "TARN_SLURM_NODE_MEMORY_MB must be a number of MiB (100..9999999)"; exit 2; }
   [[ $(id -u) -eq 0 ]] || { log "must run as root (slurmd, cgroups, mknod)"; exit 1; }
   check_packages
   mkdir -p "$dir"
