@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "common/file.h"
+#include "common/number.h"
 #include "common/subprocess.h"
 #include "service/readiness_probe.h"
 #include "spec/substitution.h"
@@ -105,16 +106,31 @@ Status RemoveAll(const std::string& path) {
   return OkStatus();
 }
 
-// The job id a Launch recorded in the instance directory for `container_id` (0: none).
-int64_t RecordedJob(const std::string& instance_dir, const std::string& container_id) {
+// What a Launch recorded in the instance directory for `container_id`: "<job id>
+// <container id>", and for a gang member " <het group>" (its job id is the gang's).
+struct RecordedStart {
+  int64_t job_id = 0;  // 0: none
+  int het_group = -1;
+};
+RecordedStart RecordedJob(const std::string& instance_dir, const std::string& container_id) {
+  RecordedStart r;
   auto text = ReadFileToString(instance_dir + "/job", 4096);
-  if (!text.ok()) return 0;
+  if (!text.ok()) return r;
   std::stringstream in(*text);
-  std::string id, container;
-  if (!(in >> id >> container) || container != container_id) return 0;
-  if (id.empty() || id.size() > 18 || !std::all_of(id.begin(), id.end(), ::isdigit)) return 0;
-  return std::stoll(id);
+  std::string id, container, group;
+  if (!(in >> id >> container) || container != container_id) return r;
+  if (id.empty() || id.size() > 18 || !std::all_of(id.begin(), id.end(), ::isdigit)) return r;
+  r.job_id = std::stoll(id);
+  if (in >> group) {
+    std::optional<int64_t> g = ParseInt64(group);
+    if (g && *g >= 0 && *g < 1000) r.het_group = static_cast<int>(*g);
+  }
+  return r;
 }
+
+// The job id of component `group` of heterogeneous job `leader` before squeue has shown it:
+// Slurm numbers the components leader, leader+1, ... (het_job_id_set "N-M").
+int64_t ComponentJob(int64_t leader, int group) { return leader + group; }
 
 }  // namespace
 
@@ -218,8 +234,7 @@ std::vector<SlurmNode> SlurmBackend::CachedNodes() const {
 // ---- Placement ----
 
 Status SlurmBackend::RequestPlacement(const spec::Assembly& assembly,
-                                      const std::vector<InstanceRef>& members, bool /*gang*/) {
-  // Phase 1: a gang's members are separate jobs (see the header).
+                                      const std::vector<InstanceRef>& members, bool gang) {
   std::vector<SlurmNode> nodes = CachedNodes();
   std::map<std::string, Request> asked;
   for (const InstanceRef& ref : members) {
@@ -269,6 +284,39 @@ Status SlurmBackend::RequestPlacement(const spec::Assembly& assembly,
       }
     }
     asked[ref.Key()] = r;
+  }
+  if (gang && members.size() >= 2) {
+    // One heterogeneous job for the gang: a component per tarn component, in the
+    // assembly's order, with as many tasks as it has members here.
+    Gang g;
+    const InstanceRef& first = members.front();
+    g.job_name = JobName(first.user, first.assembly, "gang",
+                         std::to_string(options_.clock->WallMillis()));
+    g.partition = PartitionFor(assembly);
+    for (const spec::Component& c : assembly.components) {
+      const int64_t n = std::count_if(members.begin(), members.end(),
+                                      [&](const InstanceRef& r) { return r.component == c.name; });
+      if (n == 0) continue;
+      g.group_of[c.name] = static_cast<int>(g.components.size());
+      g.component_of.push_back(c.name);
+      g.components.push_back({n, c.resource.cpus.value_or(1), c.resource.memory_mib.value_or(0),
+                              c.resource.gpus.value_or(0)});
+    }
+    const std::string gang_key = first.user + "/" + first.assembly;
+    if (!nodes.empty() && g.components.size() > nodes.size()) {
+      LogError(gang_key + ": its gang has " + std::to_string(g.components.size()) +
+               " components but Slurm has " + std::to_string(nodes.size()) +
+               " nodes, and puts the components of a heterogeneous job on distinct nodes: its "
+               "members run as jobs of their own");
+    } else {
+      std::lock_guard<std::mutex> lock(mu_);
+      Gang* old = FindGang(gang_key);
+      if (old != nullptr && !old->over && old->job_id != 0) {
+        const int64_t stale = old->job_id;
+        work_->Post([this, stale] { RunSlurm({"scancel", std::to_string(stale)}).ok(); });
+      }
+      gangs_[gang_key] = std::move(g);
+    }
   }
   std::lock_guard<std::mutex> lock(place_mu_);
   for (auto& [key, r] : asked) requests_[key] = std::move(r);
@@ -405,10 +453,10 @@ std::vector<spec::NamedPort> SlurmBackend::InstancePorts(const InstanceRef& ref,
   return *assigned;
 }
 
-StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly& assembly,
-                                                            const spec::Component& component,
-                                                            const InstanceRef& ref,
-                                                            const std::string& container_id) {
+StatusOr<runtime::ContainerSpec> SlurmBackend::PrepareInstance(const spec::Assembly& assembly,
+                                                               const spec::Component& component,
+                                                               const InstanceRef& ref,
+                                                               const std::string& container_id) {
   LaunchContext ctx = ContextFor(ref.user);
   ctx.container_id = container_id;
   ctx.ip = "";  // known only where the job runs: the batch script passes TARN_IP to the shim
@@ -459,11 +507,21 @@ StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly
       fs::rename(dir + "/" + log, dir + "/" + log + ".previous", ec);
     }
   }
-  for (const char* stale : {"address", "address.tmp", "exit.json", "job"}) {
+  for (const char* stale : {"address", "address.tmp", "exit.json", "job", "stop", "step.end",
+                            "step.end.tmp"}) {
     std::error_code ec;
     fs::remove(dir + "/" + stale, ec);
   }
   RETURN_IF_ERROR(runtime::WriteFileAtomically(dir + "/spec.json", runtime::ToJson(spec).dump(2)));
+  return spec;
+}
+
+StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly& assembly,
+                                                            const spec::Component& component,
+                                                            const InstanceRef& ref,
+                                                            const std::string& container_id) {
+  RETURN_IF_ERROR(PrepareInstance(assembly, component, ref, container_id).status());
+  const std::string dir = InstanceDir(ref);
   BatchScript b;
   b.slurm_conf = slurm_conf_;
   b.instance_dir = dir;
@@ -515,6 +573,7 @@ void SlurmBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   if (Status s = CheckSharedDir(options_.shared_dir); !s.ok()) {
     return EmitStartFailed(key, container_id, s.message());
   }
+  if (LaunchMember(assembly, *component, ref, container_id)) return;
   StatusOr<std::vector<std::string>> argv = PrepareJob(assembly, *component, ref, container_id);
   if (!argv.ok()) return EmitStartFailed(key, container_id, argv.status().message());
   StatusOr<CommandResult> r = RunSlurm(*argv);
@@ -535,12 +594,198 @@ void SlurmBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   tracked_[key] = std::move(t);
 }
 
+std::string SlurmBackend::GangDir(const std::string& user, const std::string& assembly) const {
+  // Instance names never start with a dot: no instance directory meets it.
+  return AssemblyDir(user, assembly) + "/.gang";
+}
+
+SlurmBackend::Gang* SlurmBackend::FindGang(const std::string& gang_key) {
+  auto it = gangs_.find(gang_key);
+  if (it != gangs_.end()) return &it->second;
+  // A restarted server: the gang file says which job holds the allocation.
+  const size_t slash = gang_key.find('/');
+  const std::string file = GangDir(gang_key.substr(0, slash), gang_key.substr(slash + 1)) + "/gang";
+  StatusOr<std::string> text = ReadFileToString(file, 1 << 16);
+  if (!text.ok()) return nullptr;
+  std::stringstream in(*text);
+  Gang g;
+  std::string job, component;
+  HetComponent h;
+  if (!(in >> job >> g.job_name >> g.partition) || !ParseInt64(job)) {
+    LogError(file + ": unreadable; the gang's members start as jobs of their own");
+    return nullptr;
+  }
+  g.job_id = *ParseInt64(job);
+  if (g.partition == "-") g.partition.clear();
+  while (in >> component >> h.tasks >> h.cpus >> h.memory_mib >> h.gpus) {
+    g.group_of[component] = static_cast<int>(g.components.size());
+    g.component_of.push_back(component);
+    g.components.push_back(h);
+  }
+  return &(gangs_[gang_key] = std::move(g));
+}
+
+bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& gang_dir) {
+  Gang g;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    g = gangs_.at(gang_key);
+  }
+  auto refuse = [&](const std::string& why) {
+    LogError(gang_key + ": the gang's heterogeneous job: " + why +
+             "; its members run as jobs of their own");
+    std::lock_guard<std::mutex> lock(mu_);
+    gangs_.at(gang_key).over = true;
+    return false;
+  };
+  Status s = RemoveAll(gang_dir);
+  if (s.ok()) s = MakeDirectories(gang_dir + "/requests", 0755);
+  if (s.ok()) {
+    s = runtime::WriteFileAtomically(gang_dir + "/job.sh",
+                                     RenderGangScript(slurm_conf_, gang_dir));
+  }
+  if (!s.ok()) return refuse(s.message());
+  ::chmod((gang_dir + "/job.sh").c_str(), 0755);
+  SbatchRequest r;
+  r.job_name = g.job_name;
+  r.partition = g.partition;
+  r.account = options_.account;
+  r.qos = options_.qos;
+  r.extra_options = options_.sbatch_options;
+  r.stdout_path = gang_dir + "/stdout.log";
+  r.stderr_path = gang_dir + "/stderr.log";
+  r.script_path = gang_dir + "/job.sh";
+  StatusOr<CommandResult> out = RunSlurm(GangSbatchArgv(r, g.components));
+  if (!out.ok()) return refuse("sbatch: " + out.status().message());
+  if (!out->success()) return refuse("sbatch: " + SlurmError(out->err));
+  StatusOr<int64_t> job = ParseSbatchJobId(out->out);
+  if (!job.ok()) return refuse(job.status().message());
+  // Recorded so that a restarted server finds the allocation again.
+  std::string text = std::to_string(*job) + " " + g.job_name + " " +
+                     (g.partition.empty() ? "-" : g.partition) + "\n";
+  for (size_t i = 0; i < g.components.size(); ++i) {
+    const HetComponent& h = g.components[i];
+    text += g.component_of[i] + " " + std::to_string(h.tasks) + " " + std::to_string(h.cpus) +
+            " " + std::to_string(h.memory_mib) + " " + std::to_string(h.gpus) + "\n";
+  }
+  s = runtime::WriteFileAtomically(gang_dir + "/gang", text);
+  if (!s.ok()) LogError(gang_key + ": " + s.message());
+  std::lock_guard<std::mutex> lock(mu_);
+  gangs_.at(gang_key).job_id = *job;
+  return true;
+}
+
+bool SlurmBackend::LaunchMember(const spec::Assembly& assembly, const spec::Component& component,
+                                const InstanceRef& ref, const std::string& container_id) {
+  const std::string key = ref.Key();
+  const std::string gang_key = ref.user + "/" + ref.assembly;
+  int group = -1;
+  HetComponent share;
+  int64_t job = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Gang* g = FindGang(gang_key);
+    if (g == nullptr || g->over) return false;
+    auto it = g->group_of.find(ref.component);
+    // Beyond the gang's first size (flexed up): a job of its own.
+    if (it == g->group_of.end() || ref.index >= g->components[it->second].tasks) return false;
+    group = it->second;
+    share = g->components[group];
+    job = g->job_id;
+  }
+  const std::string gang_dir = GangDir(ref.user, ref.assembly);
+  if (job == 0) {
+    if (!SubmitGang(gang_key, gang_dir)) return false;
+    std::lock_guard<std::mutex> lock(mu_);
+    job = gangs_.at(gang_key).job_id;
+  }
+  StatusOr<runtime::ContainerSpec> spec = PrepareInstance(assembly, component, ref, container_id);
+  if (!spec.ok()) {
+    EmitStartFailed(key, container_id, spec.status().message());
+    return true;
+  }
+  const std::string dir = InstanceDir(ref);
+  BatchScript b;
+  b.slurm_conf = slurm_conf_;
+  b.instance_dir = dir;
+  b.shim_binary = options_.bin_dir + "/tarn-shim";
+  b.cpus = share.cpus;
+  b.gpus = share.gpus;
+  b.step_container_id = container_id;
+  const std::string request = gang_dir + "/requests/" + ref.instance;
+  Status s = runtime::WriteFileAtomically(dir + "/step.sh", RenderBatchScript(b));
+  if (s.ok()) {
+    s = runtime::WriteFileAtomically(
+        dir + "/launch.sh",
+        RenderLaunchScript(dir, container_id,
+                           JobName(ref.user, ref.assembly, ref.instance, container_id),
+                           StepSrunOptions(group, share)));
+  }
+  if (s.ok()) {
+    s = runtime::WriteFileAtomically(dir + "/job", std::to_string(job) + " " + container_id +
+                                                       " " + std::to_string(group) + "\n");
+  }
+  // Last: the request, which the gang's script takes as soon as it runs.
+  if (s.ok()) s = runtime::WriteFileAtomically(request, dir + "\n");
+  if (!s.ok()) {
+    EmitStartFailed(key, container_id, s.message());
+    return true;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  Tracked t;
+  t.container_id = container_id;
+  t.job_id = job;
+  t.instance_dir = dir;
+  t.het_group = group;
+  t.gang = gang_key;
+  tracked_[key] = std::move(t);
+  return true;
+}
+
+void SlurmBackend::SignalStep(const std::string& key, int64_t component_job, int64_t step,
+                              bool hard) {
+  // "<leader>+<group>.<step>" is refused for a step; the component's own id is not.
+  std::vector<std::string> argv = {"scancel"};
+  if (!hard) argv.push_back("--signal=TERM");
+  argv.push_back(std::to_string(component_job) + "." + std::to_string(step));
+  StatusOr<CommandResult> r = RunSlurm(argv);
+  if (!r.ok() || !r->success()) {
+    LogError(key + ": scancel " + argv.back() + ": " +
+             (r.ok() ? SlurmError(r->err) : r.status().message()));
+  }
+}
+
 void SlurmBackend::DoStop(const InstanceRef& ref, const std::string& container_id) {
   const std::string key = ref.Key();
   std::string target;  // the job id, or --name=... for a recovered job not yet found
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = tracked_.find(key);
+    if (it != tracked_.end() && it->second.container_id == container_id &&
+        it->second.het_group >= 0) {
+      Tracked& t = it->second;
+      t.stop_asked = true;
+      if (t.step_id >= 0) {
+        t.stop_sent = std::chrono::steady_clock::now();
+        const int64_t job = t.component_job != 0 ? t.component_job
+                                                 : ComponentJob(t.job_id, t.het_group);
+        const int64_t step = t.step_id;
+        work_->Post([this, key, job, step] { SignalStep(key, job, step, false); });
+        return;
+      }
+      // Not running yet: withdraw the request while the gang's script has not taken it
+      // (both rename it; one wins), else tell the step to stop before it runs; the poller
+      // signals it if it got further.
+      const std::string request = GangDir(ref.user, ref.assembly) + "/requests/" + ref.instance;
+      if (::rename(request.c_str(), (request + ".withdrawn").c_str()) == 0) {
+        ::unlink((request + ".withdrawn").c_str());
+        ReportExit(key, container_id, MadeUpExit("stopped before it started"));
+        return;
+      }
+      Status s = runtime::WriteFileAtomically(t.instance_dir + "/stop", container_id + "\n");
+      if (!s.ok()) LogError(key + ": " + s.message());
+      return;
+    }
     if (it != tracked_.end() && it->second.container_id == container_id) {
       target = it->second.job_id != 0 ? std::to_string(it->second.job_id)
                                       : "--name=" + it->second.recover_name;
@@ -565,9 +810,20 @@ void SlurmBackend::DoRecover(const InstanceRef& ref, const std::string& containe
   Tracked t;
   t.container_id = container_id;
   t.instance_dir = InstanceDir(ref);
-  t.job_id = RecordedJob(t.instance_dir, container_id);
+  const RecordedStart recorded = RecordedJob(t.instance_dir, container_id);
+  t.job_id = recorded.job_id;
   t.recover_name = JobName(ref.user, ref.assembly, ref.instance, container_id);
   std::lock_guard<std::mutex> lock(mu_);
+  if (recorded.het_group >= 0) {
+    // A gang member's step: the gang's job is known by its id (and its file).
+    t.het_group = recorded.het_group;
+    t.gang = ref.user + "/" + ref.assembly;
+    t.recover_name.clear();
+    FindGang(t.gang);
+    // The step id, when it reported one, for a stop.
+    StatusOr<ReportedAddress> a = ReadAddress(t);
+    if (a.ok() && a->container_id == container_id) t.step_id = a->step_id;
+  }
   tracked_[ref.Key()] = std::move(t);
 }
 
@@ -625,6 +881,7 @@ void SlurmBackend::DoCleanup(const InstanceRef& ref, bool logs) {
 void SlurmBackend::DoDestroyAssembly(const std::string& user, const std::string& assembly) {
   const std::string prefix = user + "/" + assembly + "/";
   std::set<std::string> running;  // instances whose directories stay
+  int64_t gang_job = 0;           // an allocation left behind, to cancel
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [key, t] : tracked_) {
@@ -632,7 +889,13 @@ void SlurmBackend::DoDestroyAssembly(const std::string& user, const std::string&
     }
     exits_.ForgetPrefix(prefix);
     hosts_lines_.erase(user + "/" + assembly);
+    auto g = gangs_.find(user + "/" + assembly);
+    if (g != gangs_.end() && running.empty()) {
+      if (!g->second.over) gang_job = g->second.job_id;
+      gangs_.erase(g);
+    }
   }
+  if (gang_job != 0) RunSlurm({"scancel", std::to_string(gang_job)}).ok();
   if (running.empty()) ports_->ReleaseAssembly(user, assembly);
   const LaunchContext ctx = ContextFor(user);
   const std::string works = fs::path(WorkDir(ctx, assembly, "i")).parent_path().string();
@@ -702,6 +965,10 @@ void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
   for (const auto& [key, t] : tracked_) keys.push_back(key);
   for (const std::string& key : keys) {
     Tracked& t = tracked_.at(key);
+    if (t.het_group >= 0) {
+      ObserveMember(key, t, jobs);
+      continue;
+    }
     if (!t.recover_name.empty()) {
       // Recovering: its job by the id recorded at submit, else by name (the newest).
       const SlurmJob* job = nullptr;
@@ -745,30 +1012,13 @@ void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
     const JobView v = ViewJob(*found->second);
     switch (v.phase) {
       case JobView::Phase::kPending:
-        if (v.detail != t.waiting_reason) {
-          t.waiting_reason = v.detail;
-          BackendEvent e;
-          e.kind = BackendEvent::Kind::kWaiting;
-          e.key = key;
-          e.container_id = t.container_id;
-          e.detail = v.detail;
-          Emit(std::move(e));
-        }
+        NoteWaiting(key, t, v.detail);
         break;
       case JobView::Phase::kRunning: {
         if (t.started) break;
-        auto text = ReadFileToString(t.instance_dir + "/address", 4096);
-        if (!text.ok()) break;  // not reported yet
-        StatusOr<ReportedAddress> a = ParseAddressFile(*text);
+        StatusOr<ReportedAddress> a = ReadAddress(t);
         if (!a.ok() || a->job_id != t.job_id) break;  // half written, or an older job's
-        t.started = true;
-        BackendEvent e;
-        e.kind = BackendEvent::Kind::kStarted;
-        e.key = key;
-        e.container_id = t.container_id;
-        e.ip = a->ip;
-        e.node = a->node;
-        Emit(std::move(e));
+        NoteStarted(key, t, *a);
         break;
       }
       case JobView::Phase::kEnded:
@@ -776,9 +1026,126 @@ void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
         break;
     }
   }
+  // A gang whose job has ended (or is gone) is over: its members' next starts are jobs of
+  // their own.
+  for (auto& [gang_key, g] : gangs_) {
+    if (g.over || g.job_id == 0) continue;
+    int rows = 0, ended = 0;
+    for (const SlurmJob& j : jobs) {
+      if (j.het_job_id != g.job_id) continue;
+      ++rows;
+      ended += ViewJob(j).phase == JobView::Phase::kEnded;
+    }
+    g.misses = rows == 0 ? g.misses + 1 : 0;
+    if ((rows > 0 && ended == rows) || g.misses >= kMissesBeforeLost) {
+      g.over = true;
+      const size_t slash = gang_key.find('/');
+      ::unlink((GangDir(gang_key.substr(0, slash), gang_key.substr(slash + 1)) + "/gang").c_str());
+    }
+  }
+}
+
+void SlurmBackend::ObserveMember(const std::string& key, Tracked& t,
+                                 const std::vector<SlurmJob>& jobs) {
+  // Its step ended: launch.sh recorded srun's status; the shim, how the instance ended.
+  StatusOr<std::string> end_text = ReadFileToString(t.instance_dir + "/step.end", 4096);
+  StatusOr<StepEnd> end = end_text.ok() ? ParseStepEnd(*end_text)
+                                        : StatusOr<StepEnd>(end_text.status());
+  if (end.ok() && end->container_id == t.container_id) {
+    runtime::ExitInfo e;
+    StatusOr<std::string> shim = ReadFileToString(t.instance_dir + "/exit.json", 1 << 16);
+    nlohmann::json j =
+        shim.ok() ? nlohmann::json::parse(*shim, nullptr, false) : nlohmann::json();
+    StatusOr<runtime::ExitInfo> recorded = j.is_object()
+                                               ? runtime::ExitInfoFromJson(j)
+                                               : StatusOr<runtime::ExitInfo>(NotFoundError(""));
+    if (recorded.ok()) {
+      e = *recorded;
+      if (e.diagnostics.empty()) e.diagnostics = runtime::DescribeExit(e);
+    } else if (t.stop_asked && !t.started) {
+      e = MadeUpExit("stopped before it started");
+    } else {
+      e = MadeUpExit("its srun step in Slurm job " + std::to_string(t.job_id) + "+" +
+                     std::to_string(t.het_group) + " ended with status " +
+                     std::to_string(end->exit_status) +
+                     (t.started ? " and the shim recorded no exit (killed with it?)"
+                                : " before the instance ran (see its stderr.log)"));
+    }
+    return ReportExit(key, t.container_id, e);
+  }
+  const SlurmJob* row = nullptr;
+  for (const SlurmJob& j : jobs) {
+    if (j.het_job_id == t.job_id && j.het_job_offset == t.het_group) row = &j;
+  }
+  const std::string component = std::to_string(t.job_id) + "+" + std::to_string(t.het_group);
+  if (row == nullptr) {
+    if (++t.misses >= kMissesBeforeLost) {
+      ReportExit(key, t.container_id,
+                 EndOfVanishedJob(t, "lost: Slurm no longer lists job " + component +
+                                         " and no end of its step was seen"));
+    }
+    return;
+  }
+  t.misses = 0;
+  t.component_job = row->job_id;
+  const JobView v = ViewJob(*row);
+  switch (v.phase) {
+    case JobView::Phase::kPending:
+      NoteWaiting(key, t, v.detail + ", for the whole gang (job " + component + ")");
+      break;
+    case JobView::Phase::kRunning: {
+      if (!t.started) {
+        StatusOr<ReportedAddress> a = ReadAddress(t);
+        if (!a.ok() || a->container_id != t.container_id) break;  // not yet
+        t.step_id = a->step_id;
+        NoteStarted(key, t, *a);
+      }
+      // A stop asked before the step said where it runs; SIGKILL when SIGTERM was not
+      // enough within a minute.
+      const auto now = std::chrono::steady_clock::now();
+      const bool sent = t.stop_sent != std::chrono::steady_clock::time_point{};
+      if (t.stop_asked && t.step_id >= 0 && (!sent || now - t.stop_sent > std::chrono::minutes(1))) {
+        t.stop_sent = now;
+        const int64_t job = t.component_job, step = t.step_id;
+        work_->Post([this, key, job, step, sent] { SignalStep(key, job, step, sent); });
+      }
+      break;
+    }
+    case JobView::Phase::kEnded:
+      ReportExit(key, t.container_id, v.exit);
+      break;
+  }
 }
 
 // ---- Events ----
+
+StatusOr<ReportedAddress> SlurmBackend::ReadAddress(const Tracked& t) const {
+  StatusOr<std::string> text = ReadFileToString(t.instance_dir + "/address", 4096);
+  if (!text.ok()) return text.status();  // not reported yet
+  return ParseAddressFile(*text);
+}
+
+void SlurmBackend::NoteWaiting(const std::string& key, Tracked& t, const std::string& detail) {
+  if (detail == t.waiting_reason) return;  // said once per reason
+  t.waiting_reason = detail;
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kWaiting;
+  e.key = key;
+  e.container_id = t.container_id;
+  e.detail = detail;
+  Emit(std::move(e));
+}
+
+void SlurmBackend::NoteStarted(const std::string& key, Tracked& t, const ReportedAddress& a) {
+  t.started = true;
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kStarted;
+  e.key = key;
+  e.container_id = t.container_id;
+  e.ip = a.ip;
+  e.node = a.node;
+  Emit(std::move(e));
+}
 
 void SlurmBackend::Emit(BackendEvent event) { options_.events(std::move(event)); }
 
@@ -796,7 +1163,28 @@ void SlurmBackend::EmitStartFailed(const std::string& key, const std::string& co
 void SlurmBackend::ReportExit(const std::string& key, std::string container_id,
                               runtime::ExitInfo exit) {
   auto t = tracked_.find(key);
-  if (t != tracked_.end() && t->second.container_id == container_id) tracked_.erase(t);
+  std::string gang;
+  if (t != tracked_.end() && t->second.container_id == container_id) {
+    gang = t->second.gang;
+    tracked_.erase(t);
+  }
+  if (!gang.empty()) {
+    // The last member gone: the allocation is given back (the next starts are single jobs).
+    const bool any = std::any_of(tracked_.begin(), tracked_.end(),
+                                 [&](const auto& e) { return e.second.gang == gang; });
+    auto g = gangs_.find(gang);
+    if (!any && g != gangs_.end() && !g->second.over) {
+      g->second.over = true;
+      const int64_t job = g->second.job_id;
+      const size_t slash = gang.find('/');
+      const std::string file =
+          GangDir(gang.substr(0, slash), gang.substr(slash + 1)) + "/gang";
+      work_->Post([this, job, file] {
+        ::unlink(file.c_str());
+        if (job != 0) RunSlurm({"scancel", std::to_string(job)}).ok();
+      });
+    }
+  }
   if (!exits_.Record(key, container_id)) return;
   BackendEvent e;
   e.kind = BackendEvent::Kind::kExited;

@@ -37,9 +37,21 @@
 // them back when flexed down or destroyed. Programs must listen on $TARN_PORT_<NAME> (or
 // their TF_CONFIG entry), not on a number written into the launch command.
 //
-// Limits: a gang is submitted as separate jobs (Slurm may start some members before others;
-// heterogeneous jobs are not used yet). tarn's DNS server must be reachable from the nodes
-// for names to resolve inside containers.
+// Gangs: the members of an assembly's gang (its training cluster) get ONE heterogeneous job
+// with a component per tarn component (`--ntasks` = its instances, each task with the
+// component's CPUs, memory per CPU and GPUs per task), so Slurm allocates all of them or
+// none. Its batch script (RenderGangScript) holds the allocation and starts a member as an
+// `srun --het-group=G --ntasks=1 --exact` step when tarn asks (a request file), so members
+// still start in dependency order, restart alone inside the allocation (a new step) and
+// stop alone (`scancel --signal=TERM <job>+<G>.<step>`, so the shim's grace applies). A
+// member's address file names its step; its end is its step's (step.end, and the shim's
+// exit.json), or the allocation's. When no member is left the allocation is cancelled.
+// Instances beyond the gang's first size (flexed up) and every start after the allocation
+// is gone are single jobs. Slurm places the components of a heterogeneous job on distinct
+// nodes: a gang with more components than the cluster has nodes is submitted as single
+// jobs (said in the server's log).
+//
+// tarn's DNS server must be reachable from the nodes for names to resolve inside containers.
 //
 // States: ONE poller thread reads `squeue --json` (all jobs: it ignores filters) every
 // poll_interval and maps each job it tracks: RUNNING with its address file -> kStarted(ip,
@@ -177,6 +189,27 @@ class SlurmBackend final : public service::Backend {
     // Recover: the job's name, until a squeue pass finds it (job_id: the recorded one, 0
     // when none).
     std::string recover_name;
+    // A gang member's step: its het group (-1: a job of its own) in the gang's job (job_id,
+    // the leader's id), the gang's "user/assembly", the step id from its address file, and
+    // the stop asked for it.
+    int het_group = -1;
+    std::string gang;
+    int64_t step_id = -1;
+    int64_t component_job = 0;  // its component's own job id (squeue's job_id), once seen
+    bool stop_asked = false;
+    std::chrono::steady_clock::time_point stop_sent{};  // epoch: not sent
+  };
+  // A gang's heterogeneous job: one per assembly and start of its gang. Recorded in
+  // <assembly dir>/.gang/gang so that a restarted server finds it again.
+  struct Gang {
+    std::string job_name;               // tarn.<user>.<assembly>.gang.<n>
+    std::string partition;              // "" = the configured one
+    std::map<std::string, int> group_of;  // tarn component -> het group
+    std::vector<std::string> component_of;  // het group -> tarn component
+    std::vector<HetComponent> components;   // by het group
+    int64_t job_id = 0;                     // the leader's; 0 until submitted
+    bool over = false;  // ended, cancelled or refused: members start as single jobs
+    int misses = 0;     // squeue passes that did not list it
   };
   struct Request {
     bool infeasible = false;
@@ -210,6 +243,23 @@ class SlurmBackend final : public service::Backend {
 
   void DoLaunch(const spec::Assembly& assembly, const service::InstanceRef& ref,
                 const std::string& container_id);
+  // A gang member's start: submits the gang's job first when it has none, then writes the
+  // member's step scripts and its request. False (nothing done) when the member is to run
+  // as a job of its own instead.
+  bool LaunchMember(const spec::Assembly& assembly, const spec::Component& component,
+                    const service::InstanceRef& ref, const std::string& container_id);
+  // Writes the gang's files and submits its job; false (the gang is over) when sbatch
+  // refuses it.
+  bool SubmitGang(const std::string& gang_key, const std::string& gang_dir);
+  // The gang of "user/assembly", from memory or its file; nullptr when none.
+  Gang* FindGang(const std::string& gang_key);  // REQUIRES: mu_ held
+  std::string GangDir(const std::string& user, const std::string& assembly) const;
+  // Writes everything a start needs but its Slurm submission: the directories, spec.json
+  // (the shim's spec) and the name files; moves the previous logs aside.
+  StatusOr<runtime::ContainerSpec> PrepareInstance(const spec::Assembly& assembly,
+                                                   const spec::Component& component,
+                                                   const service::InstanceRef& ref,
+                                                   const std::string& container_id);
   // Writes spec.json, job.sh and the name files; returns the sbatch argv.
   StatusOr<std::vector<std::string>> PrepareJob(const spec::Assembly& assembly,
                                                 const spec::Component& component,
@@ -224,9 +274,21 @@ class SlurmBackend final : public service::Backend {
 
   // One pass of the poller over `jobs` (squeue's answer).
   void Observe(const std::vector<SlurmJob>& jobs);
+  // Observe's part for one gang member.
+  void ObserveMember(const std::string& key, Tracked& t,
+                     const std::vector<SlurmJob>& jobs);  // REQUIRES: mu_ held
+  // SIGTERM to a member's step, `<component job id>.<step>` (SIGKILL with `hard`).
+  void SignalStep(const std::string& key, int64_t component_job, int64_t step, bool hard);
   void PollLoop();
 
   void Emit(service::BackendEvent event);  // REQUIRES: mu_ held
+  // The address file the job (or step) wrote for `t`.
+  StatusOr<ReportedAddress> ReadAddress(const Tracked& t) const;
+  // kWaiting with `detail`, once per change of it; kStarted at `a`.
+  void NoteWaiting(const std::string& key, Tracked& t,
+                   const std::string& detail);  // REQUIRES: mu_ held
+  void NoteStarted(const std::string& key, Tracked& t,
+                   const ReportedAddress& a);  // REQUIRES: mu_ held
   void EmitStartFailed(const std::string& key, const std::string& container_id,
                        const std::string& detail);
   // kExited once per container id; stops tracking it when it is the one tracked.
@@ -256,6 +318,7 @@ class SlurmBackend final : public service::Backend {
   std::unordered_map<std::string, Tracked> tracked_;  // by instance key
   ExitLedger exits_;  // the containers whose kExited was sent ("exactly once")
   std::unordered_map<std::string, std::string> hosts_lines_;  // by "user/assembly"
+  std::map<std::string, Gang> gangs_;                          // by "user/assembly"
 
   std::mutex poll_mu_;
   std::condition_variable poll_cv_;

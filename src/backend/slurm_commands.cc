@@ -6,6 +6,7 @@
 #include <ctime>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "common/number.h"
@@ -77,6 +78,8 @@ StatusOr<std::vector<SlurmJob>> ParseSqueueJson(const std::string& text) {
       job.exit_code = IntField(e, "exit_code");
       job.derived_exit_code = IntField(e, "derived_exit_code");
       job.end_time = IntField(e, "end_time");
+      job.het_job_id = IntField(e, "het_job_id");
+      job.het_job_offset = IntField(e, "het_job_offset");
       jobs.push_back(std::move(job));
     }
     return jobs;
@@ -257,6 +260,99 @@ std::vector<std::string> SbatchArgv(const SbatchRequest& r) {
   return argv;
 }
 
+namespace {
+
+void AddCommonOptions(const SbatchRequest& r, std::vector<std::string>& argv) {
+  if (!r.partition.empty()) argv.push_back("--partition=" + r.partition);
+  if (!r.account.empty()) argv.push_back("--account=" + r.account);
+  if (!r.qos.empty()) argv.push_back("--qos=" + r.qos);
+  argv.insert(argv.end(), r.extra_options.begin(), r.extra_options.end());
+}
+
+void AddShare(const HetComponent& c, std::vector<std::string>& argv) {
+  const int64_t cpus = std::max<int64_t>(1, c.cpus);
+  argv.push_back("--cpus-per-task=" + std::to_string(cpus));
+  if (c.memory_mib > 0) {
+    argv.push_back("--mem-per-cpu=" + std::to_string((c.memory_mib + cpus - 1) / cpus) + "M");
+  }
+  if (c.gpus > 0) argv.push_back("--gpus-per-task=" + std::to_string(c.gpus));
+}
+
+}  // namespace
+
+std::vector<std::string> GangSbatchArgv(const SbatchRequest& r,
+                                        const std::vector<HetComponent>& components) {
+  std::vector<std::string> argv = {"sbatch", "--parsable", "--no-requeue",
+                                   "--job-name=" + r.job_name, "-o", r.stdout_path,
+                                   "-e", r.stderr_path};
+  for (size_t i = 0; i < components.size(); ++i) {
+    if (i > 0) argv.push_back(":");
+    AddCommonOptions(r, argv);
+    argv.push_back("--ntasks=" + std::to_string(std::max<int64_t>(1, components[i].tasks)));
+    AddShare(components[i], argv);
+  }
+  argv.push_back(r.script_path);
+  return argv;
+}
+
+std::vector<std::string> StepSrunOptions(int group, const HetComponent& component) {
+  std::vector<std::string> argv = {"--het-group=" + std::to_string(group), "--ntasks=1",
+                                   "--exact"};
+  AddShare(component, argv);
+  return argv;
+}
+
+std::string RenderGangScript(const std::string& slurm_conf, const std::string& gang_dir) {
+  std::string s = "#!/bin/sh\n";
+  s += "# Written by tarn server (slurm backend): holds a gang's heterogeneous allocation and\n";
+  s += "# starts each member as an srun step in it when tarn asks (a file in requests/).\n";
+  if (!slurm_conf.empty()) s += "SLURM_CONF=" + ShellQuote(slurm_conf) + "\nexport SLURM_CONF\n";
+  s += "gang=" + ShellQuote(gang_dir) + "\n";
+  s += "echo \"tarn: gang allocation $SLURM_JOB_ID on $SLURM_JOB_NODELIST\"\n";
+  s += "while :; do\n";
+  s += "  for r in \"$gang\"/requests/*; do\n";
+  s += "    case \"$r\" in *.taken|*.withdrawn|*.tmp) continue ;; esac\n";
+  s += "    [ -f \"$r\" ] || continue\n";
+  s += "    # Taken by rename: tarn withdraws a request the same way, so only one of us wins.\n";
+  s += "    mv \"$r\" \"$r.taken\" 2>/dev/null || continue\n";
+  s += "    dir=$(cat \"$r.taken\")\n";
+  s += "    rm -f \"$r.taken\"\n";
+  s += "    [ -f \"$dir/launch.sh\" ] && sh \"$dir/launch.sh\" </dev/null &\n";
+  s += "  done\n";
+  s += "  sleep 0.2\n";
+  s += "done\n";
+  return s;
+}
+
+std::string RenderLaunchScript(const std::string& instance_dir, const std::string& container_id,
+                               const std::string& job_name,
+                               const std::vector<std::string>& srun_options) {
+  std::string s = "#!/bin/sh\n";
+  s += "# Written by tarn server (slurm backend): one start of a gang member, as a step.\n";
+  s += "dir=" + ShellQuote(instance_dir) + "\n";
+  s += "srun";
+  for (const std::string& o : srun_options) s += " " + ShellQuote(o);
+  s += " --job-name=" + ShellQuote(job_name);
+  s += " -o \"$dir/stdout.log\" -e \"$dir/stderr.log\" /bin/sh \"$dir/step.sh\"\n";
+  s += "rc=$?\n";
+  s += "printf '%s %s\\n' " + ShellQuote(container_id) + " \"$rc\" > \"$dir/step.end.tmp\"\n";
+  s += "mv -f \"$dir/step.end.tmp\" \"$dir/step.end\"\n";
+  return s;
+}
+
+StatusOr<StepEnd> ParseStepEnd(const std::string& text) {
+  std::stringstream in(text);
+  StepEnd e;
+  std::string rc;
+  std::optional<int64_t> n;
+  if (!(in >> e.container_id >> rc) || !(n = ParseInt64(rc)) || *n < 0 || *n > 255) {
+    return DataLossError("step.end: expected \"<container id> <exit status>\", got \"" +
+                         text.substr(0, 200) + "\"");
+  }
+  e.exit_status = static_cast<int>(*n);
+  return e;
+}
+
 StatusOr<int64_t> ParseSbatchJobId(const std::string& out) {
   std::string first = out.substr(0, out.find_first_of(";\n"));
   while (!first.empty() && std::isspace(static_cast<unsigned char>(first.back()))) first.pop_back();
@@ -298,6 +394,12 @@ std::string RenderBatchScript(const BatchScript& b) {
   if (!b.slurm_conf.empty())
     s += "SLURM_CONF=" + ShellQuote(b.slurm_conf) + "\nexport SLURM_CONF\n";
   s += "dir=" + ShellQuote(b.instance_dir) + "\n";
+  const bool step = !b.step_container_id.empty();
+  if (step) {
+    s += "cid=" + ShellQuote(b.step_container_id) + "\n";
+    s += "# Stopped before it ran: tarn asked for the stop before this step started.\n";
+    s += "if [ -f \"$dir/stop\" ] && [ \"$(cat \"$dir/stop\")\" = \"$cid\" ]; then exit 143; fi\n";
+  }
   s += "# The node's address (no job variable carries it): the instance binds it, and tarn's\n";
   s += "# DNS name of the instance points at it once this file is written.\n";
   s += "addr=$(sinfo -h -N -n \"$SLURMD_NODENAME\" -o %o | head -n 1)\n";
@@ -305,13 +407,22 @@ std::string RenderBatchScript(const BatchScript& b) {
   s += "  echo \"tarn: cannot find the address of node $SLURMD_NODENAME (sinfo)\" >&2\n";
   s += "  exit 1\n";
   s += "fi\n";
-  s += "printf '%s %s %s\\n' \"$addr\" \"$SLURMD_NODENAME\" \"$SLURM_JOB_ID\" > "
-       "\"$dir/address.tmp\"\n";
+  if (step) {
+    s += "printf '%s %s %s %s %s\\n' \"$addr\" \"$SLURMD_NODENAME\" \"$SLURM_JOB_ID\" \"$cid\" "
+         "\"$SLURM_STEP_ID\" > \"$dir/address.tmp\"\n";
+  } else {
+    s += "printf '%s %s %s\\n' \"$addr\" \"$SLURMD_NODENAME\" \"$SLURM_JOB_ID\" > "
+         "\"$dir/address.tmp\"\n";
+  }
   s += "mv -f \"$dir/address.tmp\" \"$dir/address\"\n";
   s += "gpus=${CUDA_VISIBLE_DEVICES-}\n";
   s += "nvidia=${gpus:-void}\n";
-  s += "exec srun --ntasks=1 --cpus-per-task=" + std::to_string(std::max<int64_t>(1, b.cpus));
-  if (b.gpus > 0) s += " --gres=gpu:" + std::to_string(b.gpus);
+  if (step) {
+    s += "exec";  // already inside the step srun started
+  } else {
+    s += "exec srun --ntasks=1 --cpus-per-task=" + std::to_string(std::max<int64_t>(1, b.cpus));
+    if (b.gpus > 0) s += " --gres=gpu:" + std::to_string(b.gpus);
+  }
   s += " \\\n  " + ShellQuote(b.shim_binary) + " --foreground \"$dir\" --env \"TARN_IP=$addr\"";
   s += " \\\n  --env \"CUDA_VISIBLE_DEVICES=$gpus\" --env \"NVIDIA_VISIBLE_DEVICES=$nvidia\"\n";
   return s;
@@ -327,6 +438,15 @@ StatusOr<ReportedAddress> ParseAddressFile(const std::string& text) {
                          text.substr(0, 200) + "\"");
   }
   a.job_id = std::stoll(job);
+  std::string cid, step;
+  if (in >> cid >> step) {
+    std::optional<int64_t> n = ParseInt64(step);
+    if (!n || *n < 0) {
+      return DataLossError("address file: bad step id in \"" + text.substr(0, 200) + "\"");
+    }
+    a.container_id = cid;
+    a.step_id = *n;
+  }
   return a;
 }
 

@@ -29,6 +29,10 @@ struct SlurmJob {
   int64_t exit_code = 0;  // raw wait status
   int64_t derived_exit_code = 0;
   int64_t end_time = 0;  // seconds since the epoch (in the future while running)
+  // A component of a heterogeneous job: the leader's id (0 when not heterogeneous) and
+  // which component (0, 1, ...). Each component has its own job_id (leader + offset).
+  int64_t het_job_id = 0;
+  int64_t het_job_offset = 0;
 };
 
 // One node of `sinfo --json`.
@@ -96,6 +100,27 @@ struct SbatchRequest {
 // [--partition/--account/--qos] [extra] -o OUT -e ERR SCRIPT. One argv entry per option, for
 // exec (never a shell).
 std::vector<std::string> SbatchArgv(const SbatchRequest& r);
+// One component of a gang's heterogeneous job: `tasks` members of one tarn component, each
+// with `cpus`, `memory_mib` (as --mem-per-cpu, rounded up, so memory follows the tasks to
+// whichever node) and `gpus`.
+struct HetComponent {
+  int64_t tasks = 1;
+  int64_t cpus = 1;
+  int64_t memory_mib = 0;
+  int64_t gpus = 0;
+};
+// sbatch --parsable --no-requeue --job-name=N [common] -o OUT -e ERR <component 0> : [common]
+// <component 1> : ... SCRIPT, where a component is --ntasks=T --cpus-per-task=C
+// [--mem-per-cpu=MM] [--gpus-per-task=G] and `common` the partition/account/QOS/extra
+// options (repeated for every component: Slurm reads them per component). `r`'s cpus,
+// memory and gpus are not used.
+std::vector<std::string> GangSbatchArgv(const SbatchRequest& r,
+                                        const std::vector<HetComponent>& components);
+// The srun options of one member's step in component `group`: --het-group=G --ntasks=1
+// --exact --cpus-per-task=C [--mem-per-cpu=MM] [--gpus-per-task=G] (the component's
+// per-task share, so the members of a component run side by side).
+std::vector<std::string> StepSrunOptions(int group, const HetComponent& component);
+
 // sbatch --parsable's answer "1234" or "1234;cluster" -> 1234.
 StatusOr<int64_t> ParseSbatchJobId(const std::string& out);
 // Slurm's own words from a failed command's stderr: "sbatch: error: Batch job submission
@@ -110,6 +135,11 @@ struct BatchScript {
   std::string shim_binary;   // tarn-shim, at a path every node sees
   int64_t cpus = 1;
   int64_t gpus = 0;
+  // Set for a member of a gang: the script is the body of an srun step in the gang's
+  // allocation (it runs the shim itself), and its address line also names this container
+  // id and the step ("<ip> <node> <job id> <container id> <step id>"). Before anything it
+  // exits 143 when <instance_dir>/stop names this container (stopped before it ran).
+  std::string step_container_id;
 };
 // A /bin/sh script: finds the node's address (`sinfo -h -N -n $SLURMD_NODENAME -o %o`),
 // writes "<ip> <node> <job id>" to <instance_dir>/address (the job reports its address
@@ -117,12 +147,34 @@ struct BatchScript {
 // --env CUDA_VISIBLE_DEVICES=... --env NVIDIA_VISIBLE_DEVICES=...` so that the job ends as
 // the instance does. Every path is single-quoted.
 std::string RenderBatchScript(const BatchScript& b);
-// The address file's content "<ip> <node> <job id>".
+// What a gang's batch script does: holds the heterogeneous allocation and, for every
+// request file tarn writes into <gang_dir>/requests/ (its content: an instance directory),
+// runs that directory's launch.sh in the background (srun of the member's step, then its
+// end recorded in step.end). It takes a request by renaming it, so tarn can withdraw one
+// that was not taken yet by renaming it first.
+std::string RenderGangScript(const std::string& slurm_conf, const std::string& gang_dir);
+// A member's launch.sh: `srun <srun_options> -o stdout.log -e stderr.log /bin/sh step.sh`,
+// then "<container id> <srun's exit status>" into <instance_dir>/step.end (atomically).
+std::string RenderLaunchScript(const std::string& instance_dir, const std::string& container_id,
+                               const std::string& job_name,
+                               const std::vector<std::string>& srun_options);
+
+// The address file's content "<ip> <node> <job id>", and for a gang member's step also
+// "<container id> <step id>".
 struct ReportedAddress {
   std::string ip, node;
   int64_t job_id = 0;
+  std::string container_id;  // gang steps only
+  int64_t step_id = -1;      // gang steps only
 };
 StatusOr<ReportedAddress> ParseAddressFile(const std::string& text);
+
+// A gang member's step.end: "<container id> <srun's exit status>".
+struct StepEnd {
+  std::string container_id;
+  int exit_status = 0;
+};
+StatusOr<StepEnd> ParseStepEnd(const std::string& text);
 
 // "'it'\''s'": one shell word.
 std::string ShellQuote(const std::string& s);

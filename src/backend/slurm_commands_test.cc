@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -199,6 +200,90 @@ TEST(SlurmCommandsTest, BatchScriptReportsTheAddressAndRunsTheShim) {
                 inst +
                 "\n--env\nTARN_IP=127.0.1.2\n--env\nCUDA_VISIBLE_DEVICES=1\n--env\n"
                 "NVIDIA_VISIBLE_DEVICES=1\n");
+  std::system(("rm -rf '" + dir + "'").c_str());
+}
+
+TEST(SlurmCommandsTest, AGangIsOneHeterogeneousSbatch) {
+  SbatchRequest r;
+  r.job_name = "tarn.alice.fmnist.gang.7";
+  r.partition = "gpu";
+  r.extra_options = {"--time=60"};
+  r.stdout_path = "/s/out";
+  r.stderr_path = "/s/err";
+  r.script_path = "/s/job.sh";
+  EXPECT_EQ(GangSbatchArgv(r, {{2, 1, 1024, 0}, {2, 2, 2000, 1}}),
+            (std::vector<std::string>{
+                "sbatch", "--parsable", "--no-requeue", "--job-name=tarn.alice.fmnist.gang.7",
+                "-o", "/s/out", "-e", "/s/err",
+                "--partition=gpu", "--time=60", "--ntasks=2", "--cpus-per-task=1",
+                "--mem-per-cpu=1024M", ":",
+                "--partition=gpu", "--time=60", "--ntasks=2", "--cpus-per-task=2",
+                "--mem-per-cpu=1000M", "--gpus-per-task=1", "/s/job.sh"}));
+  // Memory per CPU rounds up, so a task never gets less than it asked for.
+  EXPECT_EQ(StepSrunOptions(1, {2, 3, 1000, 0}),
+            (std::vector<std::string>{"--het-group=1", "--ntasks=1", "--exact",
+                                      "--cpus-per-task=3", "--mem-per-cpu=334M"}));
+}
+
+// The gang's script takes a request by renaming it and runs the member's launch.sh, whose
+// srun (a stand-in here) runs step.sh; the step reports its address with the container id
+// and step id, and launch.sh records the step's end.
+TEST(SlurmCommandsTest, GangScriptsStartAStepAndRecordItsEnd) {
+  char tmpl[] = "/tmp/slurm_commands_test_XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string gang = dir + "/.gang", inst = dir + "/ps-0";
+  ASSERT_EQ(std::system(("mkdir -p " + gang + "/requests " + inst).c_str()), 0);
+  auto write = [](const std::string& path, const std::string& text) {
+    std::ofstream(path) << text;
+    ASSERT_EQ(std::system(("chmod +x '" + path + "'").c_str()), 0);
+  };
+  write(dir + "/sinfo", "#!/bin/sh\necho 127.0.1.1\n");
+  // srun: runs the script it is given (its last argument), as a step would.
+  write(dir + "/srun",
+        "#!/bin/sh\nfor a in \"$@\"; do last=$a; done\n"
+        "SLURM_STEP_ID=4 exec /bin/sh \"$last\"\n");
+  write(dir + "/tarn-shim", "#!/bin/sh\nexit 3\n");
+  BatchScript b;
+  b.instance_dir = inst;
+  b.shim_binary = dir + "/tarn-shim";
+  b.step_container_id = "alice_f_ps-0_2";
+  write(inst + "/step.sh", RenderBatchScript(b));
+  write(inst + "/launch.sh", RenderLaunchScript(inst, "alice_f_ps-0_2", "tarn.alice.f.ps-0.2",
+                                                StepSrunOptions(0, {2, 1, 64, 0})));
+  write(gang + "/job.sh", RenderGangScript("", gang));
+  write(gang + "/requests/ps-0", inst + "\n");
+  const std::string cmd = "cd / && env PATH=" + dir +
+                          ":/usr/bin:/bin SLURMD_NODENAME=node1 SLURM_JOB_ID=90 "
+                          "timeout 3 /bin/sh " + gang + "/job.sh >/dev/null";
+  std::system(cmd.c_str());  // the gang's script runs until its job ends: here, the timeout
+  std::ifstream address(inst + "/address");
+  std::string text((std::istreambuf_iterator<char>(address)), std::istreambuf_iterator<char>());
+  auto a = ParseAddressFile(text);
+  ASSERT_TRUE(a.ok()) << text;
+  EXPECT_EQ(a->ip, "127.0.1.1");
+  EXPECT_EQ(a->job_id, 90);
+  EXPECT_EQ(a->container_id, "alice_f_ps-0_2");
+  EXPECT_EQ(a->step_id, 4);
+  std::ifstream end_file(inst + "/step.end");
+  std::string end_text((std::istreambuf_iterator<char>(end_file)), std::istreambuf_iterator<char>());
+  auto end = ParseStepEnd(end_text);
+  ASSERT_TRUE(end.ok()) << end_text;
+  EXPECT_EQ(end->container_id, "alice_f_ps-0_2");
+  EXPECT_EQ(end->exit_status, 3);
+  EXPECT_FALSE(std::filesystem::exists(gang + "/requests/ps-0")) << "the request was taken";
+
+  // Stopped before it ran: the step exits 143 without reporting an address.
+  std::filesystem::remove(inst + "/address");
+  write(inst + "/stop", "alice_f_ps-0_2\n");
+  EXPECT_EQ(std::system(("cd / && env PATH=" + dir + ":/usr/bin:/bin sh " + inst + "/launch.sh")
+                            .c_str()),
+            0);
+  EXPECT_FALSE(std::filesystem::exists(inst + "/address"));
+  std::ifstream end2(inst + "/step.end");
+  std::string end2_text((std::istreambuf_iterator<char>(end2)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(end2_text, "alice_f_ps-0_2 143\n");
+  EXPECT_FALSE(ParseStepEnd("x 999").ok());
+  EXPECT_FALSE(ParseAddressFile("127.0.1.1 node1 90 cid notastep").ok());
   std::system(("rm -rf '" + dir + "'").c_str());
 }
 
