@@ -1,8 +1,9 @@
 // SlurmBackend: runs assemblies on a Slurm cluster. Slurm places and confines (cgroups, GRES
 // GPUs); tarn keeps the assembly semantics (names, TF_CONFIG, dependencies, restarts by the
-// assembly's policy, flex, stop/start). Phase 1 of issue 9.
+// assembly's policy, flex, stop/start).
 //
-// Each start of an instance is one batch job, submitted with sbatch (argv, never a shell)
+// Each start of an instance is one batch job (a gang member's: a step in its gang's job, see
+// Gangs below), submitted with sbatch (argv, never a shell)
 // as `tarn.<user>.<assembly>.<instance>.<n>` (n: the start counter of the container id),
 // with --cpus-per-task, --mem (always), --gres=gpu:N, --no-requeue (restarts follow tarn's
 // policy, not Slurm's requeue) and the configured partition/account/QOS/extra options. Its
@@ -70,7 +71,7 @@
 // Threads: container work (Launch, Stop, Recover, Cleanup, DestroyAssembly) runs on one
 // worker thread in the order asked (so Stop after Launch cancels what Launch submitted);
 // probes on another (a probe blocks up to its timeout); squeue and sinfo on the poller.
-// Phase 1 submits one job at a time (sbatch takes ~30 ms here). The EventSink
+// Jobs are submitted one at a time (sbatch takes ~30 ms here). The EventSink
 // is called with an internal lock held (events of one instance come in order): it must
 // return quickly. Jobs outlive the backend: the destructor joins the threads and cancels
 // nothing. All public methods are thread-safe.
