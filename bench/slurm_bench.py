@@ -26,6 +26,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -205,6 +206,7 @@ def main():
     cluster = Cluster(3)
     servers = []
     runs = {}
+    ok = False
     try:
         shared = os.path.join(cluster.dir, "shared")
         os.makedirs(shared)
@@ -227,10 +229,16 @@ def main():
             pairs = fmnist_runs(server, f"{tag}-{label[0]}fm", args.reps)
             runs[f"{label}_fmnist_training_ready"] = [p[0] for p in pairs]
             runs[f"{label}_fmnist_served"] = [p[1] for p in pairs]
+        ok = True
     finally:
         for s in servers:
             s.stop()
         cluster.stop()
+        # Slurm's logs stay for whoever looks into a failed run.
+        if ok:
+            shutil.rmtree(cluster.dir, ignore_errors=True)
+        else:
+            log(f"kept {cluster.dir}")
     med = {k: statistics.median(v) for k, v in runs.items()}
     out = {"benchmark": "slurm", "nodes": 3, "cpus_per_node": 4, "instances": 10,
            "fmnist": "examples/fashion-mnist/assembly.json, --epochs 1",
