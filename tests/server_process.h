@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -27,6 +28,38 @@ using namespace std::chrono_literals;
 
 inline std::string ReadAll(const std::string& path) {
   return tarn::ReadFileToString(path).value_or("");
+}
+
+// A process of this machine with its environment: how the tests find an instance's workload
+// (by the TARN_* variables tarn gave it), whose own pid namespace hides it from its $$.
+struct WorkloadProcess {
+  pid_t pid = 0;
+  std::map<std::string, std::string> env;
+};
+
+// Every process whose command name is `comm` ("sleep"). Zombies have no environment.
+inline std::vector<WorkloadProcess> WorkloadProcesses(const std::string& comm) {
+  std::vector<WorkloadProcess> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string pid = it->path().filename();
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (ReadAll(it->path().string() + "/comm") != comm + "\n") continue;
+    const std::string env = ReadAll(it->path().string() + "/environ");
+    WorkloadProcess p;
+    p.pid = std::stoi(pid);
+    for (size_t start = 0; start < env.size();) {
+      size_t stop = env.find('\0', start);
+      if (stop == std::string::npos) stop = env.size();
+      const std::string kv = env.substr(start, stop - start);
+      const size_t eq = kv.find('=');
+      if (eq != std::string::npos) p.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+      start = stop + 1;
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 // One `tarn server` child process: --listen and --dns on port 0 (read back from its log),

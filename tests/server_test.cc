@@ -1,7 +1,6 @@
 // Integration tests of `tarn server` as a user runs it: a real server process with its own
 // state directory, real instances under tarn-shim, the REST API over HTTP, and kill -9 of
 // the server in the middle of work. Needs root (namespaces, cgroups): ctest label "root".
-#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -40,30 +39,12 @@ using tarn::testing::ServerProcess;
 // every process whose environment has TARN_SHARED_DIR below it and that runs `sleep`.
 std::vector<std::pair<pid_t, std::string>> LivePids(const std::string& state_dir) {
   std::vector<std::pair<pid_t, std::string>> out;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    std::string base = std::string("/proc/") + e->d_name;
-    std::string comm = ReadAll(base + "/comm");
-    if (comm != "sleep\n") continue;
-    std::string env = ReadAll(base + "/environ");
-    std::map<std::string, std::string> vars;
-    size_t start = 0;
-    while (start < env.size()) {
-      size_t end = env.find('\0', start);
-      if (end == std::string::npos) end = env.size();
-      std::string kv = env.substr(start, end - start);
-      auto eq = kv.find('=');
-      if (eq != std::string::npos) vars[kv.substr(0, eq)] = kv.substr(eq + 1);
-      start = end + 1;
-    }
-    if (vars["TARN_SHARED_DIR"].rfind(state_dir + "/", 0) != 0) continue;
+  for (auto& p : tarn::testing::WorkloadProcesses("sleep")) {
     // Zombies have no environment; a stopped sleep is not live.
-    out.push_back({std::stoi(e->d_name),
-                   vars["TARN_USER"] + "/" + vars["TARN_ASSEMBLY"] + "/" + vars["TARN_INSTANCE"]});
+    if (p.env["TARN_SHARED_DIR"].rfind(state_dir + "/", 0) != 0) continue;
+    out.push_back(
+        {p.pid, p.env["TARN_USER"] + "/" + p.env["TARN_ASSEMBLY"] + "/" + p.env["TARN_INSTANCE"]});
   }
-  ::closedir(d);
   return out;
 }
 

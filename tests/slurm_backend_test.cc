@@ -219,19 +219,10 @@ class SlurmBackendTest : public ::testing::Test {
     return out;
   }
 
-  // The host pid of the process named `comm` whose environment has TARN_CONTAINER_ID=`cid`
-  // (the instance's own pid namespace hides it from its $$); 0 when none.
+  // The host pid of the process named `comm` that container `cid` runs; 0 when none.
   static int WorkloadPid(const std::string& cid, const std::string& comm) {
-    for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-      const std::string pid = e.path().filename();
-      if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-      std::string name = ReadAll(e.path().string() + "/comm");
-      while (!name.empty() && name.back() == '\n') name.pop_back();
-      if (name != comm) continue;
-      const std::string env = ReadAll(e.path().string() + "/environ");
-      if (env.find(std::string("TARN_CONTAINER_ID=") + cid + '\0') != std::string::npos) {
-        return std::stoi(pid);
-      }
+    for (auto& p : tarn::testing::WorkloadProcesses(comm)) {
+      if (p.env["TARN_CONTAINER_ID"] == cid) return p.pid;
     }
     return 0;
   }

@@ -209,6 +209,22 @@ std::string SlurmBackend::PartitionFor(const spec::Assembly& assembly) const {
                                                                : assembly.queue;
 }
 
+SbatchRequest SlurmBackend::NewSbatch(const std::string& job_name, const std::string& partition,
+                                      const std::string& dir) const {
+  SbatchRequest r;
+  r.job_name = job_name;
+  r.partition = partition;
+  r.account = options_.account;
+  r.qos = options_.qos;
+  r.extra_options = options_.sbatch_options;
+  if (!dir.empty()) {
+    r.stdout_path = dir + "/stdout.log";
+    r.stderr_path = dir + "/stderr.log";
+    r.script_path = dir + "/job.sh";
+  }
+  return r;
+}
+
 StatusOr<std::vector<SlurmJob>> SlurmBackend::ListJobs() const {
   ASSIGN_OR_RETURN(CommandResult r, RunSlurm({"squeue", "--json"}));
   if (!r.success()) return UnavailableError("squeue --json: " + SlurmError(r.err));
@@ -262,15 +278,12 @@ Status SlurmBackend::RequestPlacement(const spec::Assembly& assembly,
         // Slurm has the last word (the inventory may be stale) and its own reason:
         // `sbatch --test-only` submits nothing. Rare (only what seems never to fit), so it
         // may run here, on the service loop, with a short time limit.
-        SbatchRequest test;
-        test.job_name = JobName(ref.user, ref.assembly, ref.instance, "test");
+        SbatchRequest test =
+            NewSbatch(JobName(ref.user, ref.assembly, ref.instance, "test"),
+                      PartitionFor(assembly), "");
         test.cpus = cpus;
         test.memory_mib = mem;
         test.gpus = gpus;
-        test.partition = PartitionFor(assembly);
-        test.account = options_.account;
-        test.qos = options_.qos;
-        test.extra_options = options_.sbatch_options;
         test.test_only = true;
         StatusOr<CommandResult> verdict = RunSlurm(SbatchArgv(test), std::chrono::seconds(5));
         if (!verdict.ok() || !verdict->success()) {
@@ -531,18 +544,11 @@ StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly
   RETURN_IF_ERROR(runtime::WriteFileAtomically(dir + "/job.sh", RenderBatchScript(b)));
   ::chmod((dir + "/job.sh").c_str(), 0755);
 
-  SbatchRequest r;
-  r.job_name = JobName(ref.user, ref.assembly, ref.instance, container_id);
+  SbatchRequest r = NewSbatch(JobName(ref.user, ref.assembly, ref.instance, container_id),
+                              PartitionFor(assembly), dir);
   r.cpus = b.cpus;
   r.memory_mib = component.resource.memory_mib.value_or(0);
   r.gpus = b.gpus;
-  r.partition = PartitionFor(assembly);
-  r.account = options_.account;
-  r.qos = options_.qos;
-  r.extra_options = options_.sbatch_options;
-  r.stdout_path = dir + "/stdout.log";
-  r.stderr_path = dir + "/stderr.log";
-  r.script_path = dir + "/job.sh";
   return SbatchArgv(r);
 }
 
@@ -646,16 +652,8 @@ bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& ga
   }
   if (!s.ok()) return refuse(s.message());
   ::chmod((gang_dir + "/job.sh").c_str(), 0755);
-  SbatchRequest r;
-  r.job_name = g.job_name;
-  r.partition = g.partition;
-  r.account = options_.account;
-  r.qos = options_.qos;
-  r.extra_options = options_.sbatch_options;
-  r.stdout_path = gang_dir + "/stdout.log";
-  r.stderr_path = gang_dir + "/stderr.log";
-  r.script_path = gang_dir + "/job.sh";
-  StatusOr<CommandResult> out = RunSlurm(GangSbatchArgv(r, g.components));
+  StatusOr<CommandResult> out =
+      RunSlurm(GangSbatchArgv(NewSbatch(g.job_name, g.partition, gang_dir), g.components));
   if (!out.ok()) return refuse("sbatch: " + out.status().message());
   if (!out->success()) return refuse("sbatch: " + SlurmError(out->err));
   StatusOr<int64_t> job = ParseSbatchJobId(out->out);

@@ -227,6 +227,10 @@ class SlurmBackend final : public service::Backend {
                                    std::chrono::milliseconds timeout = {}) const;
   // The partition of the assembly's queue: "default" (or none) is the configured one.
   std::string PartitionFor(const spec::Assembly& assembly) const;
+  // An sbatch request with the configured account, QOS and extra options, and (for a `dir`)
+  // its output files and script: <dir>/stdout.log, stderr.log, job.sh.
+  SbatchRequest NewSbatch(const std::string& job_name, const std::string& partition,
+                          const std::string& dir) const;
   StatusOr<std::vector<SlurmJob>> ListJobs() const;
   // The node inventory (sinfo --json) is read by Create and then by the poller every few
   // seconds, never on the service loop's calls (a controller that does not answer would
