@@ -110,6 +110,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     PsClient::Options co;
     co.servers = c.Job("ps");
     co.worker = rank;
+    co.chief = c.IsChief();
     co.plan = PlanShards(ParameterSizes(model), static_cast<int>(co.servers.size()));
     co.log = t.log;
     ASSIGN_OR_RETURN(auto client, PsClient::Connect(co));
@@ -203,11 +204,20 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       log(TaskName(c) + ": gave the restarted parameter server the parameters of its last pull");
       return OkStatus();
     };
+    // A pull. The chief does not wait for a restarted ps to be initialised (nobody else
+    // would): it refills it, as after a push, and pulls again.
+    auto pull = [&]() -> StatusOr<int64_t> {
+      StatusOr<int64_t> pulled = client->Pull(params);
+      if (pulled.ok() || !c.IsChief() || !IsNotInitialized(pulled.status())) return pulled;
+      log(TaskName(c) + ": " + pulled.status().message());
+      RETURN_IF_ERROR(refill_servers());
+      return client->Pull(params);
+    };
     int64_t samples = 0, step = 0;
     int64_t evaluated_step = -1;
     auto export_now = [&]() -> Status {
       const auto began = std::chrono::steady_clock::now();
-      ASSIGN_OR_RETURN(step, client->Pull(params));
+      ASSIGN_OR_RETURN(step, pull());
       host.ToModel();
       evaluated_step = step;
       result.accuracy = Evaluate(model, *test);
@@ -243,7 +253,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       BatchLoader loader(train, std::move(shuffled), static_cast<size_t>(position), t.batch_size);
       torch::Tensor images, labels;
       while (!done && loader.Next(&images, &labels)) {
-        ASSIGN_OR_RETURN(step, client->Pull(params));
+        ASSIGN_OR_RETURN(step, pull());
         host.ToModel();
         if (t.max_steps > 0 && step >= t.max_steps) {
           done = true;

@@ -238,7 +238,7 @@ StatusOr<int64_t> PsClient::Pull(const std::vector<float*>& params) {
           s.step = s.pulled = static_cast<int64_t>(step);
           return OkStatus();
         },
-        /*wait_for_init=*/true);
+        /*wait_for_init=*/!options_.chief);
   }));
   ++next_request_;
   initialized_ = true;

@@ -35,6 +35,9 @@ class PsClient {
   struct Options {
     std::vector<std::string> servers;  // "host:port", in ps task order
     int64_t worker = 0;                // this worker's index (its membership)
+    // The chief: it initialises the servers, so its pulls do not wait for that. A server
+    // that answers "not initialized" (restarted, its share lost) is the chief's to refill.
+    bool chief = false;
     ShardPlan plan;                    // for as many servers as `servers`
     std::chrono::milliseconds retry_for{120000};
     std::chrono::milliseconds io_timeout{300000};  // a sync push may wait for slow peers
