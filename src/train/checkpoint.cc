@@ -172,4 +172,24 @@ StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& dir) {
   return c;
 }
 
+StatusOr<Checkpoint> ReadResumableCheckpoint(const std::string& dir, const std::string& model,
+                                             const std::string& optimizer, size_t elements) {
+  if (dir.empty()) return NotFoundError("no checkpoint directory");
+  ASSIGN_OR_RETURN(Checkpoint latest, ReadLatestCheckpoint(dir));
+  const std::string which =
+      "the newest checkpoint in " + dir + " (step " + std::to_string(latest.step) + ")";
+  const size_t arrays = optimizer == "adam" ? 3 : 2;
+  if (latest.model != model || latest.optimizer != optimizer || latest.arrays.size() != arrays) {
+    return FailedPreconditionError(which + " is of model " + latest.model + " with " +
+                                   latest.optimizer + ", not " + model + " with " + optimizer +
+                                   "; use another --checkpoint_dir");
+  }
+  if (latest.arrays[0].size() != elements) {
+    return FailedPreconditionError(which + " holds " + std::to_string(latest.arrays[0].size()) +
+                                   " parameters, model " + model + " has " +
+                                   std::to_string(elements) + "; use another --checkpoint_dir");
+  }
+  return latest;
+}
+
 }  // namespace tarn::train

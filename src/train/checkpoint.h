@@ -32,4 +32,10 @@ Status WriteCheckpoint(const std::string& dir, const Checkpoint& checkpoint, int
 // The newest checkpoint under `dir`; NOT_FOUND when there is none.
 StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& dir);
 
+// The newest checkpoint under `dir` if it is one of `model` trained with `optimizer`
+// ("adam" or "sgd") and `elements` parameters; NOT_FOUND when there is none (or `dir` is
+// ""), FAILED_PRECONDITION naming what differs when the newest is of something else.
+StatusOr<Checkpoint> ReadResumableCheckpoint(const std::string& dir, const std::string& model,
+                                             const std::string& optimizer, size_t elements);
+
 }  // namespace tarn::train

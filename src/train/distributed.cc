@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <numeric>
-#include <random>
 #include <thread>
 
 #include "train/checkpoint.h"
@@ -40,7 +39,7 @@ Status RunParameterServerTask(const DistributedOptions& o, const std::atomic<boo
   po.host = o.bind_ip.empty() ? "0.0.0.0" : o.bind_ip;
   po.port = std::atoi(address.c_str() + address.rfind(':') + 1);
   po.elements = plan.elements[static_cast<size_t>(c.task_index)];
-  po.optimizer = o.optimizer;
+  po.optimizer = o.training.optimizer;
   po.sync = o.sync;
   po.backup_workers = o.backup_workers;
   po.log = o.training.log;
@@ -107,30 +106,21 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     for (int64_t i = rank; i < limit; i += trainers) order.push_back(i);
     if (order.empty()) return InvalidArgumentError(TaskName(c) + ": its data shard is empty");
 
+    const std::vector<int64_t> sizes = ParameterSizes(model);
+    const size_t elements = static_cast<size_t>(std::accumulate(sizes.begin(), sizes.end(), 0L));
     PsClient::Options co;
     co.servers = c.Job("ps");
     co.worker = rank;
     co.chief = c.IsChief();
-    co.plan = PlanShards(ParameterSizes(model), static_cast<int>(co.servers.size()));
+    co.plan = PlanShards(sizes, static_cast<int>(co.servers.size()));
     co.log = t.log;
     ASSIGN_OR_RETURN(auto client, PsClient::Connect(co));
     HostParameters host(model);
     const std::vector<float*>& params = host.params();
     // The newest checkpoint of this model and optimiser; NOT_FOUND when there is none (or
     // no --checkpoint_dir), an error when the newest is of something else.
-    auto newest_checkpoint = [&]() -> StatusOr<Checkpoint> {
-      if (o.checkpoint_dir.empty()) return NotFoundError("no --checkpoint_dir");
-      ASSIGN_OR_RETURN(Checkpoint latest, ReadLatestCheckpoint(o.checkpoint_dir));
-      const size_t arrays = o.optimizer.kind == "adam" ? 3 : 2;
-      if (latest.model != t.model || latest.optimizer != o.optimizer.kind ||
-          latest.arrays.size() != arrays) {
-        return FailedPreconditionError("the newest checkpoint in " + o.checkpoint_dir + " (step " +
-                                       std::to_string(latest.step) + ") is of model " +
-                                       latest.model + " with " + latest.optimizer + ", not " +
-                                       t.model + " with " + o.optimizer.kind +
-                                       "; use another --checkpoint_dir");
-      }
-      return latest;
+    auto newest_checkpoint = [&] {
+      return ReadResumableCheckpoint(t.checkpoint_dir, t.model, t.optimizer.kind, elements);
     };
     int64_t start_epoch = 1, start_position = 0;
     if (c.IsChief()) {
@@ -178,11 +168,11 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       Checkpoint ck;
       ck.step = state.step;
       ck.model = t.model;
-      ck.optimizer = o.optimizer.kind;
+      ck.optimizer = t.optimizer.kind;
       ck.epoch = epoch;
       ck.position = position;
       ck.arrays = std::move(state.arrays);
-      RETURN_IF_ERROR(WriteCheckpoint(o.checkpoint_dir, ck));
+      RETURN_IF_ERROR(WriteCheckpoint(t.checkpoint_dir, ck));
       log(TaskName(c) + ": checkpoint of step " + std::to_string(ck.step) + " (epoch " +
           std::to_string(epoch) + ", batch " + std::to_string(position) + ")");
       last_checkpoint = std::chrono::steady_clock::now();
@@ -215,11 +205,14 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     };
     int64_t samples = 0, step = 0;
     int64_t evaluated_step = -1;
+    // export_every_steps counts from the last evaluation, or from the first step pulled
+    // (a resumed chief does not evaluate at once).
+    int64_t last_export_step = -1;
     auto export_now = [&]() -> Status {
       const auto began = std::chrono::steady_clock::now();
       ASSIGN_OR_RETURN(step, pull());
       host.ToModel();
-      evaluated_step = step;
+      evaluated_step = last_export_step = step;
       result.accuracy = Evaluate(model, *test);
       progress.accuracy = result.accuracy;
       log("step " + std::to_string(step) + ": test accuracy " + std::to_string(result.accuracy));
@@ -246,27 +239,18 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     for (; epoch <= t.epochs; ++epoch, position = 0) {
       // The same order for an epoch in every run, so that a resumed chief skips exactly the
       // batches it had done.
-      std::vector<int64_t> shuffled = order;
-      std::mt19937_64 rng(t.seed * 1000003 + static_cast<uint64_t>(rank) * 7919 +
-                          static_cast<uint64_t>(epoch));
-      std::shuffle(shuffled.begin(), shuffled.end(), rng);
-      BatchLoader loader(train, std::move(shuffled), static_cast<size_t>(position), t.batch_size);
+      BatchLoader loader(train, EpochOrder(order, t.seed, rank, epoch),
+                         static_cast<size_t>(position), t.batch_size);
       torch::Tensor images, labels;
       while (!done && loader.Next(&images, &labels)) {
         ASSIGN_OR_RETURN(step, pull());
         host.ToModel();
+        if (last_export_step < 0) last_export_step = step;
         if (t.max_steps > 0 && step >= t.max_steps) {
           done = true;
           break;
         }
-        for (auto& [name, p] : NamedParameters(model)) {
-          if (p.mutable_grad().defined()) p.mutable_grad().zero_();
-        }
-        images = images.to(device);
-        labels = labels.to(device);
-        torch::Tensor logits = model.forward({images}).toTensor();
-        torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels);
-        loss.backward();
+        torch::Tensor loss = ForwardBackward(model, device, images, labels);
         const int64_t pulled_at = step;
         StatusOr<int64_t> pushed = client->Push(host.Gradients());
         if (!pushed.ok() && IsNotInitialized(pushed.status())) {
@@ -288,19 +272,20 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
             step, images.size(0), loss.item<double>(),
             client->sync() ? 0.0 : static_cast<double>(std::max<int64_t>(0, step - pulled_at - 1)));
         result.last_loss = reporter.mean_loss();
-        const bool checkpoint_due = (o.checkpoint_every_secs > 0 &&
+        const bool checkpoint_due = (t.checkpoint_every_secs > 0 &&
                                      std::chrono::steady_clock::now() - last_checkpoint >
-                                         std::chrono::duration<double>(o.checkpoint_every_secs)) ||
-                                    (o.checkpoint_every_steps > 0 &&
-                                     step - last_checkpoint_step >= o.checkpoint_every_steps);
-        if (c.IsChief() && !o.checkpoint_dir.empty() && checkpoint_due) {
+                                         std::chrono::duration<double>(t.checkpoint_every_secs)) ||
+                                    (t.checkpoint_every_steps > 0 &&
+                                     step - last_checkpoint_step >= t.checkpoint_every_steps);
+        if (c.IsChief() && !t.checkpoint_dir.empty() && checkpoint_due) {
           RETURN_IF_ERROR(checkpoint_now());
         }
-        if (c.IsChief() && o.export_every_secs > 0 &&
-            std::chrono::steady_clock::now() - last_export >
-                std::chrono::duration<double>(o.export_every_secs)) {
-          RETURN_IF_ERROR(export_now());
-        }
+        const bool export_due = (t.export_every_secs > 0 &&
+                                 std::chrono::steady_clock::now() - last_export >
+                                     std::chrono::duration<double>(t.export_every_secs)) ||
+                                (t.export_every_steps > 0 &&
+                                 step - last_export_step >= t.export_every_steps);
+        if (c.IsChief() && export_due) RETURN_IF_ERROR(export_now());
       }
       if (done) break;  // mid-epoch: the checkpoint keeps this epoch and position
       // The chief evaluates and exports at the end of each of its epochs.
@@ -309,7 +294,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start - paused).count();
     result.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
-    if (c.IsChief() && !o.checkpoint_dir.empty()) RETURN_IF_ERROR(checkpoint_now());
+    if (c.IsChief() && !t.checkpoint_dir.empty()) RETURN_IF_ERROR(checkpoint_now());
     // Stopped mid-epoch (max_steps), or resumed with nothing left to do: export what there is
     // (not a second time when the last epoch's end already did, at this step).
     if (c.IsChief() && evaluated_step != step) RETURN_IF_ERROR(export_now());

@@ -8,10 +8,10 @@
 //           the global step reaches max_steps.
 //   chief:  a worker that also initialises the servers' parameters (from the newest
 //           checkpoint in checkpoint_dir when there is one, else from the model built with
-//           the seed, or loaded), checkpoints every checkpoint_every_secs (parameters,
-//           optimiser state, step and its own data position) and at the end, and evaluates
-//           on the test split and exports a version every export_every_secs and at the end.
-//           A restarted chief resumes its data position from the newest checkpoint.
+//           the seed, or loaded), checkpoints (parameters, optimiser state, step and its
+//           own data position) and evaluates on the test split and exports a version as
+//           LocalTrainingOptions says. A restarted chief resumes its data position from
+//           the newest checkpoint.
 //
 // This header is free of libtorch. Both calls block; they use the calling thread.
 #pragma once
@@ -22,22 +22,18 @@
 
 #include "common/status.h"
 #include "train/cluster_spec.h"
-#include "train/flat_optimizer.h"
 #include "train/local_trainer.h"
 
 namespace tarn::train {
 
 struct DistributedOptions {
-  LocalTrainingOptions training;  // model, data, export, epochs, max_steps, batch, threads
+  // Model, data, optimiser (what the servers apply), epochs, max_steps, batch, threads;
+  // the chief's exports and checkpoints.
+  LocalTrainingOptions training;
   ClusterSpec cluster;
-  OptimizerOptions optimizer;  // what the servers apply
   bool sync = false;
   int backup_workers = 0;
-  double export_every_secs = 60;
-  std::string checkpoint_dir;  // "": no checkpoints
-  double checkpoint_every_secs = 60;
-  int64_t checkpoint_every_steps = 0;  // > 0: also every this many global steps
-  std::string bind_ip;                 // where a ps listens ($TARN_IP); "": every address
+  std::string bind_ip;  // where a ps listens ($TARN_IP); "": every address
   int metrics_port = -1;  // a ps serves GET /metrics here (0: any port; -1: none)
 };
 

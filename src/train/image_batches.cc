@@ -2,7 +2,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <numeric>
+#include <random>
 
 #include "train/model_zoo.h"
 
@@ -27,6 +29,25 @@ torch::Tensor LabelBatch(const ImageSet& set, const std::vector<int64_t>& order,
   int64_t* dst = out.data_ptr<int64_t>();
   for (size_t i = begin; i < end; ++i) *dst++ = set.labels[order[i]];
   return out;
+}
+
+std::vector<int64_t> EpochOrder(std::vector<int64_t> shard, uint64_t seed, int64_t rank,
+                                int64_t epoch) {
+  std::mt19937_64 rng(seed * 1000003 + static_cast<uint64_t>(rank) * 7919 +
+                      static_cast<uint64_t>(epoch));
+  std::shuffle(shard.begin(), shard.end(), rng);
+  return shard;
+}
+
+torch::Tensor ForwardBackward(torch::jit::Module& model, const torch::Device& device,
+                              const torch::Tensor& images, const torch::Tensor& labels) {
+  for (auto& [name, p] : NamedParameters(model)) {
+    if (p.mutable_grad().defined()) p.mutable_grad().zero_();
+  }
+  torch::Tensor logits = model.forward({images.to(device)}).toTensor();
+  torch::Tensor loss = torch::nn::functional::cross_entropy(logits, labels.to(device));
+  loss.backward();
+  return loss;
 }
 
 double Evaluate(torch::jit::Module& model, const ImageSet& set) {

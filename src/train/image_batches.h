@@ -21,6 +21,18 @@ torch::Tensor ImageBatch(const ImageSet& set, const std::vector<int64_t>& order,
 torch::Tensor LabelBatch(const ImageSet& set, const std::vector<int64_t>& order, size_t begin,
                          size_t end);
 
+// `shard` (indices into a set) in the order of one epoch: shuffled by a generator seeded
+// from the run's seed, the trainer's rank and the epoch, so that every run with that seed
+// (a resumed one too) goes through an epoch's batches in the same order.
+std::vector<int64_t> EpochOrder(std::vector<int64_t> shard, uint64_t seed, int64_t rank,
+                                int64_t epoch);
+
+// One forward and backward pass of `model` on a batch (moved to the model's `device`):
+// the gradients are zeroed first and left in the parameters' grad(); returns the mean
+// cross-entropy loss.
+torch::Tensor ForwardBackward(torch::jit::Module& model, const torch::Device& device,
+                              const torch::Tensor& images, const torch::Tensor& labels);
+
 // Top-1 accuracy of `model` on all of `set`, in batches of 256, without gradients, on the
 // device the model's parameters are on.
 double Evaluate(torch::jit::Module& model, const ImageSet& set);

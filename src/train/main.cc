@@ -34,8 +34,6 @@ int main(int argc, char** argv) {
   std::string job_name, ps_hosts, worker_hosts;
   int64_t task_index = 0;
   tarn::train::DistributedOptions d;
-  int64_t decay_steps = 0;
-  double decay_rate = 1.0;
   app.add_option("--model", o.model, "a zoo model (mlp, cnn) or a TorchScript file")
       ->capture_default_str();
   app.add_option("--data_dir", o.data_dir, "IDX files (gzipped or not)")->capture_default_str();
@@ -48,11 +46,11 @@ int main(int argc, char** argv) {
   app.add_option("--train_limit", o.train_limit, "use only the first N training images")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--batch_size", o.batch_size)->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--optimizer", o.optimizer)
+  app.add_option("--optimizer", o.optimizer.kind)
       ->capture_default_str()
       ->check(CLI::IsMember({"adam", "sgd"}));
-  app.add_option("--learning_rate", o.learning_rate)->capture_default_str();
-  app.add_option("--momentum", o.momentum, "for sgd")->capture_default_str();
+  app.add_option("--learning_rate", o.optimizer.learning_rate)->capture_default_str();
+  app.add_option("--momentum", o.optimizer.momentum, "for sgd")->capture_default_str();
   app.add_option("--threads", o.threads, "intra-op threads (default: $TARN_VCORES)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed)->capture_default_str();
@@ -71,12 +69,16 @@ int main(int argc, char** argv) {
   app.add_option("--backup_workers", d.backup_workers,
                  "synchronous: a step goes on without the slowest N")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--export_every_secs", d.export_every_secs, "the chief exports this often")
+  app.add_option("--export_every_secs", o.export_every_secs,
+                 "evaluate and export this often (the chief, in a cluster; 0: not by time)")
       ->capture_default_str();
-  app.add_option("--checkpoint_dir", d.checkpoint_dir,
-                 "the chief checkpoints here and a restarted cluster resumes from it");
-  app.add_option("--checkpoint_every_secs", d.checkpoint_every_secs)->capture_default_str();
-  app.add_option("--checkpoint_every_steps", d.checkpoint_every_steps, "(0: by time only)")
+  app.add_option("--export_every_steps", o.export_every_steps,
+                 "also evaluate and export every N steps (0: by time and at epoch ends only)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--checkpoint_dir", o.checkpoint_dir,
+                 "checkpoint here (the chief, in a cluster); a restart resumes from the newest");
+  app.add_option("--checkpoint_every_secs", o.checkpoint_every_secs)->capture_default_str();
+  app.add_option("--checkpoint_every_steps", o.checkpoint_every_steps, "(0: by time only)")
       ->check(CLI::NonNegativeNumber);
   int metrics_port = -1;
   if (const char* p = std::getenv("TARN_PORT_METRICS"); p != nullptr) metrics_port = std::atoi(p);
@@ -86,9 +88,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--keep_versions", o.keep_versions, "exported versions kept (0: all)")
       ->capture_default_str();
-  app.add_option("--lr_decay_steps", decay_steps, "decay the learning rate every N steps")
+  app.add_option("--lr_decay_steps", o.optimizer.decay_steps,
+                 "decay the learning rate every N steps")
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--lr_decay_rate", decay_rate, "by this factor")->capture_default_str();
+  app.add_option("--lr_decay_rate", o.optimizer.decay_rate, "by this factor")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -128,11 +132,6 @@ int main(int argc, char** argv) {
   if (!cluster->jobs.empty()) {
     d.training = o;
     d.cluster = *cluster;
-    d.optimizer.kind = o.optimizer;
-    d.optimizer.learning_rate = o.learning_rate;
-    d.optimizer.momentum = o.momentum;
-    d.optimizer.decay_steps = decay_steps;
-    d.optimizer.decay_rate = decay_rate;
     if (tarn_ip != nullptr) d.bind_ip = tarn_ip;
     d.metrics_port = metrics_port;
     if (cluster->task_type == "ps") {
@@ -159,12 +158,19 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (d.sync || d.backup_workers > 0) {
+    std::cerr << "tarn-train: --sync_replicas and --backup_workers need a cluster (TF_CONFIG, "
+                 "or --job_name with --ps_hosts and --worker_hosts)\n";
+    return 2;
+  }
   auto result = tarn::train::RunLocalTraining(o);
   if (!result.ok()) {
     std::cerr << "tarn-train: " << result.status().message() << "\n";
     return 1;
   }
-  std::cout << "trained " << result->steps << " steps, test accuracy " << result->accuracy
+  std::cout << "trained " << result->steps << " steps ("
+            << static_cast<int64_t>(result->samples_per_second) << " samples/s), test accuracy "
+            << result->accuracy
             << (result->exported_version > 0
                     ? ", exported version " + std::to_string(result->exported_version)
                     : std::string())

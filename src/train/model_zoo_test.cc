@@ -330,6 +330,15 @@ TEST_F(TrainTest, ABadClusterIsRefusedWithTheReason) {
   }
 }
 
+// tarn-train, asked for the CNN where the newest checkpoint is of the MLP, said so.
+void ExpectRefusesTheMlpCheckpoint(const CommandResult& r) {
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is of model mlp with adam, not cnn with adam; use another "
+                       "--checkpoint_dir"),
+            std::string::npos)
+      << r.err;
+}
+
 // The chief checkpoints; a cluster whose ps lost everything comes back from the newest
 // checkpoint (parameters, optimiser state, step, and the chief's place in its data).
 TEST_F(TrainTest, ARestartedClusterResumesFromTheChiefsCheckpoint) {
@@ -397,9 +406,108 @@ TEST_F(TrainTest, ARestartedClusterResumesFromTheChiefsCheckpoint) {
   BackgroundProcess server(ps_args, dir_ + "/ps-3.log");
   auto refused = RunCommand(args, 120s);
   ASSERT_TRUE(refused.ok());
-  EXPECT_EQ(refused->exit_code, 1);
-  EXPECT_NE(refused->err.find("is of model mlp with adam, not cnn with adam; use another "
-                              "--checkpoint_dir"),
+  ExpectRefusesTheMlpCheckpoint(*refused);
+}
+
+// Largest difference between two checkpoints' arrays (parameters and moments).
+float CheckpointDistance(const Checkpoint& a, const Checkpoint& b) {
+  EXPECT_EQ(a.arrays.size(), b.arrays.size());
+  float worst = 0;
+  for (size_t i = 0; i < std::min(a.arrays.size(), b.arrays.size()); ++i) {
+    EXPECT_EQ(a.arrays[i].size(), b.arrays[i].size());
+    for (size_t k = 0; k < std::min(a.arrays[i].size(), b.arrays[i].size()); ++k) {
+      worst = std::max(worst, std::abs(a.arrays[i][k] - b.arrays[i][k]));
+    }
+  }
+  return worst;
+}
+
+// Single-process mode trains as a cluster of one: the same batches, optimiser, evaluations
+// and checkpoints. A run stopped at step 13 and resumed from its checkpoint ends where an
+// uninterrupted run ends, and both end where 1 ps + 1 worker (processes) end.
+TEST_F(TrainTest, ASingleProcessRunResumesAndTrainsAsAClusterOfOne) {
+  LocalTrainingOptions o;
+  o.model = "mlp";
+  o.data_dir = kData;
+  o.train_limit = 1280;  // 20 batches an epoch
+  o.epochs = 2;
+  o.threads = 1;
+  o.checkpoint_every_secs = 0;
+  o.checkpoint_every_steps = 5;
+  o.export_every_secs = 0;
+  o.export_every_steps = 8;
+  std::string out;
+  o.log = [&](const std::string& l) { out += l + "\n"; };
+
+  o.checkpoint_dir = dir_ + "/whole";
+  auto whole = RunLocalTraining(o);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  EXPECT_EQ(whole->steps, 40);
+  // Every 8 steps since the last evaluation, and at each epoch's end.
+  for (const std::string line :
+       {"step 8: test accuracy", "step 16: test accuracy", "epoch 1 done: step 20 ",
+        "step 28: test accuracy", "step 36: test accuracy", "epoch 2 done: step 40 ",
+        "checkpoint of step 15 (epoch 1, batch 15)", "checkpoint of step 25 (epoch 2, batch 5)"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << "\n" << out;
+  }
+  EXPECT_EQ(out.find("step 24: test accuracy"), std::string::npos) << out;
+
+  o.checkpoint_dir = dir_ + "/parts";
+  o.max_steps = 13;
+  auto first = RunLocalTraining(o);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  auto stopped = ReadLatestCheckpoint(o.checkpoint_dir);
+  ASSERT_TRUE(stopped.ok()) << stopped.status().ToString();
+  EXPECT_EQ(stopped->step, 13);
+  EXPECT_EQ(stopped->epoch, 1);
+  EXPECT_EQ(stopped->position, 13);
+  o.max_steps = 0;
+  out.clear();
+  auto second = RunLocalTraining(o);
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+  EXPECT_EQ(second->steps, 27);
+  EXPECT_NE(out.find("resuming from the checkpoint of step 13 at epoch 1, batch 13"),
+            std::string::npos)
+      << out;
+  auto a = ReadLatestCheckpoint(dir_ + "/whole");
+  auto b = ReadLatestCheckpoint(dir_ + "/parts");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->step, 40);
+  EXPECT_EQ(b->step, 40);
+  EXPECT_LT(CheckpointDistance(*a, *b), 1e-6f);
+  EXPECT_NEAR(second->accuracy, whole->accuracy, 1e-3);
+
+  // The same run as 1 ps + 1 worker.
+  const std::string ps = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
+  std::vector<std::string> common = {"--model",       "mlp",    "--ps_hosts",    ps,
+                                     "--worker_hosts", "127.0.0.1:1", "--train_limit", "1280",
+                                     "--epochs",       "2",      "--threads",     "1",
+                                     "--export_every_secs", "0", "--checkpoint_dir",
+                                     dir_ + "/cluster"};
+  std::vector<std::string> ps_args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index", "0"};
+  ps_args.insert(ps_args.end(), common.begin(), common.end());
+  BackgroundProcess server(ps_args, dir_ + "/ps.log");
+  std::vector<std::string> args = {TARN_TRAIN_BINARY, "--job_name", "worker", "--task_index", "0"};
+  args.insert(args.end(), common.begin(), common.end());
+  auto r = RunCommand(args, 300s);
+  EXPECT_EQ(server.Stop(), 0);
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->exit_code, 0) << r->out << r->err;
+  auto c = ReadLatestCheckpoint(dir_ + "/cluster");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->step, 40);
+  EXPECT_LT(CheckpointDistance(*a, *c), 1e-6f);
+
+  // The single-process binary refuses a checkpoint of another model, and cluster-only flags.
+  auto refused = RunCommand({TARN_TRAIN_BINARY, "--model", "cnn", "--train_limit", "640",
+                             "--checkpoint_dir", dir_ + "/whole"},
+                            120s);
+  ASSERT_TRUE(refused.ok());
+  ExpectRefusesTheMlpCheckpoint(*refused);
+  refused = RunCommand({TARN_TRAIN_BINARY, "--sync_replicas"}, 60s);
+  ASSERT_TRUE(refused.ok());
+  EXPECT_EQ(refused->exit_code, 2);
+  EXPECT_NE(refused->err.find("--sync_replicas and --backup_workers need a cluster"),
             std::string::npos)
       << refused->err;
 }
