@@ -160,7 +160,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     // Time spent evaluating, exporting and checkpointing, left out of the training
     // throughput (samples/s counts training steps, as tarn-train alone and the peers do).
     std::chrono::steady_clock::duration paused{};
-    int64_t last_checkpoint_step = 0;
+    int64_t last_checkpoint_step = -1;  // -1: counts from the first step pulled
     int64_t epoch = start_epoch, position = start_position;  // the batches done this epoch
     auto checkpoint_now = [&]() -> Status {
       const auto began = std::chrono::steady_clock::now();
@@ -205,8 +205,9 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     };
     int64_t samples = 0, step = 0;
     int64_t evaluated_step = -1;
-    // export_every_steps counts from the last evaluation, or from the first step pulled
-    // (a resumed chief does not evaluate at once).
+    // export_every_steps counts from the last evaluation, or from the first step pulled,
+    // as checkpoint_every_steps does from the last checkpoint (a resumed chief neither
+    // evaluates nor checkpoints at once).
     int64_t last_export_step = -1;
     auto export_now = [&]() -> Status {
       const auto began = std::chrono::steady_clock::now();
@@ -246,6 +247,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
         ASSIGN_OR_RETURN(step, pull());
         host.ToModel();
         if (last_export_step < 0) last_export_step = step;
+        if (last_checkpoint_step < 0) last_checkpoint_step = step;
         if (t.max_steps > 0 && step >= t.max_steps) {
           done = true;
           break;

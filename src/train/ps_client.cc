@@ -116,10 +116,15 @@ Status PsClient::WithRetry(size_t index, const std::function<Status(Server&)>& o
         std::chrono::steady_clock::now() + backoff > deadline) {
       return last;
     }
-    if (!IsNotInitialized(last)) {
-      Log("ps " + std::to_string(index) + " (" + s.host + ":" + std::to_string(s.port) +
-          "): " + last.message() + "; retrying in " + std::to_string(backoff.count()) + " ms");
+    if (IsNotInitialized(last)) {
+      // Waiting for the chief: a question on an open connection that the server answers at
+      // once, asked every 100 ms, so that a worker starts within 100 ms of the
+      // initialisation (with the backoff below it could sleep 5 s through a short run).
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
     }
+    Log("ps " + std::to_string(index) + " (" + s.host + ":" + std::to_string(s.port) +
+        "): " + last.message() + "; retrying in " + std::to_string(backoff.count()) + " ms");
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
   }

@@ -5,7 +5,8 @@
 //
 // A lost connection is redialled with backoff (100 ms doubling to 5 s, for up to
 // `retry_for`) and the worker registers again, so a restarted ps or a restarted worker
-// carries on; a pull while the chief has not initialised the parameters waits likewise.
+// carries on; a pull while the chief has not initialised the parameters waits for that,
+// asking every 100 ms.
 // A push to a server without parameters (one restarted since) fails with "not
 // initialized": the chief then initialises it again (IsNotInitialized).
 // Each push carries, per server, the step of the parameters last pulled from it: the step
