@@ -218,7 +218,8 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       progress.accuracy = result.accuracy;
       log("step " + std::to_string(step) + ": test accuracy " + std::to_string(result.accuracy));
       if (t.export_base.empty()) {
-        paused += std::chrono::steady_clock::now() - began;
+        last_export = std::chrono::steady_clock::now();
+        paused += last_export - began;
         return OkStatus();
       }
       nlohmann::json meta = {{"model", t.model},
