@@ -156,11 +156,13 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     StepReporter reporter(t.progress, TaskName(c), t.log_every_secs, t.log);
     Progress& progress = reporter.progress();
     const auto start = std::chrono::steady_clock::now();
-    auto last_export = start, last_checkpoint = start;
+    // Both count from the first step pulled (a resumed chief neither evaluates nor
+    // checkpoints at once).
+    Every exports(t.export_every_secs, t.export_every_steps),
+        checkpoints(t.checkpoint_every_secs, t.checkpoint_every_steps);
     // Time spent evaluating, exporting and checkpointing, left out of the training
     // throughput (samples/s counts training steps, as tarn-train alone and the peers do).
     std::chrono::steady_clock::duration paused{};
-    int64_t last_checkpoint_step = -1;  // -1: counts from the first step pulled
     int64_t epoch = start_epoch, position = start_position;  // the batches done this epoch
     auto checkpoint_now = [&]() -> Status {
       const auto began = std::chrono::steady_clock::now();
@@ -175,9 +177,8 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       RETURN_IF_ERROR(WriteCheckpoint(t.checkpoint_dir, ck));
       log(TaskName(c) + ": checkpoint of step " + std::to_string(ck.step) + " (epoch " +
           std::to_string(epoch) + ", batch " + std::to_string(position) + ")");
-      last_checkpoint = std::chrono::steady_clock::now();
-      paused += last_checkpoint - began;
-      last_checkpoint_step = ck.step;
+      checkpoints.Mark(ck.step);
+      paused += std::chrono::steady_clock::now() - began;
       progress.checkpoint_step = ck.step;
       return OkStatus();
     };
@@ -205,36 +206,21 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     };
     int64_t samples = 0, step = 0;
     int64_t evaluated_step = -1;
-    // export_every_steps counts from the last evaluation, or from the first step pulled,
-    // as checkpoint_every_steps does from the last checkpoint (a resumed chief neither
-    // evaluates nor checkpoints at once).
-    int64_t last_export_step = -1;
     auto export_now = [&]() -> Status {
       const auto began = std::chrono::steady_clock::now();
       ASSIGN_OR_RETURN(step, pull());
       host.ToModel();
-      evaluated_step = last_export_step = step;
+      evaluated_step = step;
       result.accuracy = Evaluate(model, *test);
       progress.accuracy = result.accuracy;
       log("step " + std::to_string(step) + ": test accuracy " + std::to_string(result.accuracy));
-      if (t.export_base.empty()) {
-        last_export = std::chrono::steady_clock::now();
-        paused += last_export - began;
-        return OkStatus();
+      if (!t.export_base.empty()) {
+        ASSIGN_OR_RETURN(result.exported_version,
+                         ExportTrainedModel(model, t, train.rows, train.cols, result.accuracy, step));
+        progress.exported_version = result.exported_version;
       }
-      nlohmann::json meta = {{"model", t.model},
-                             {"input_shape", {1, train.rows, train.cols}},
-                             {"dtype", "float32"},
-                             {"labels", FashionMnistLabels()},
-                             {"accuracy", result.accuracy},
-                             {"step", step}};
-      ASSIGN_OR_RETURN(result.exported_version,
-                       ExportVersion(model, t.export_base, t.model_name, meta, t.keep_versions));
-      progress.exported_version = result.exported_version;
-      log("exported " + t.export_base + "/" + t.model_name + "/" +
-          std::to_string(result.exported_version));
-      last_export = std::chrono::steady_clock::now();
-      paused += last_export - began;
+      exports.Mark(step);
+      paused += std::chrono::steady_clock::now() - began;
       return OkStatus();
     };
     bool done = false;
@@ -247,8 +233,8 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       while (!done && loader.Next(&images, &labels)) {
         ASSIGN_OR_RETURN(step, pull());
         host.ToModel();
-        if (last_export_step < 0) last_export_step = step;
-        if (last_checkpoint_step < 0) last_checkpoint_step = step;
+        if (!exports.marked()) exports.Mark(step);
+        if (!checkpoints.marked()) checkpoints.Mark(step);
         if (t.max_steps > 0 && step >= t.max_steps) {
           done = true;
           break;
@@ -275,20 +261,10 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
             step, images.size(0), loss.item<double>(),
             client->sync() ? 0.0 : static_cast<double>(std::max<int64_t>(0, step - pulled_at - 1)));
         result.last_loss = reporter.mean_loss();
-        const bool checkpoint_due = (t.checkpoint_every_secs > 0 &&
-                                     std::chrono::steady_clock::now() - last_checkpoint >
-                                         std::chrono::duration<double>(t.checkpoint_every_secs)) ||
-                                    (t.checkpoint_every_steps > 0 &&
-                                     step - last_checkpoint_step >= t.checkpoint_every_steps);
-        if (c.IsChief() && !t.checkpoint_dir.empty() && checkpoint_due) {
+        if (c.IsChief() && !t.checkpoint_dir.empty() && checkpoints.Due(step)) {
           RETURN_IF_ERROR(checkpoint_now());
         }
-        const bool export_due = (t.export_every_secs > 0 &&
-                                 std::chrono::steady_clock::now() - last_export >
-                                     std::chrono::duration<double>(t.export_every_secs)) ||
-                                (t.export_every_steps > 0 &&
-                                 step - last_export_step >= t.export_every_steps);
-        if (c.IsChief() && export_due) RETURN_IF_ERROR(export_now());
+        if (c.IsChief() && exports.Due(step)) RETURN_IF_ERROR(export_now());
       }
       if (done) break;  // mid-epoch: the checkpoint keeps this epoch and position
       // The chief evaluates and exports at the end of each of its epochs.

@@ -74,11 +74,13 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
     StepReporter reporter(o.progress, "trainer", o.log_every_secs, o.log);
     Progress& progress = reporter.progress();
     const auto start = std::chrono::steady_clock::now();
-    auto last_export = start, last_checkpoint = start;
+    Every exports(o.export_every_secs, o.export_every_steps),
+        checkpoints(o.checkpoint_every_secs, o.checkpoint_every_steps);
+    exports.Mark(step);
+    checkpoints.Mark(step);
     // Evaluating, exporting and checkpointing are left out of the training throughput.
     std::chrono::steady_clock::duration paused{};
-    int64_t samples = 0, evaluated_step = -1, export_base_step = step,
-            last_checkpoint_step = step;
+    int64_t samples = 0, evaluated_step = -1;
 
     auto checkpoint_now = [&]() -> Status {
       const auto began = std::chrono::steady_clock::now();
@@ -90,8 +92,7 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
       ck.position = position;
       ck.arrays.assign(1 + static_cast<size_t>(optimizers.front().moment_arrays()),
                        std::vector<float>(elements));
-      host.FromModel();
-      size_t at = 0;
+      size_t at = 0;  // params() hold the newest values: the optimisers write there
       for (size_t i = 0; i < sizes.size(); at += sizes[i], ++i) {
         std::memcpy(ck.arrays[0].data() + at, params[i], sizes[i] * sizeof(float));
         for (int k = 0; k < optimizers[i].moment_arrays(); ++k) {
@@ -102,16 +103,15 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
       RETURN_IF_ERROR(WriteCheckpoint(o.checkpoint_dir, ck));
       log("checkpoint of step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
           ", batch " + std::to_string(position) + ")");
-      last_checkpoint = std::chrono::steady_clock::now();
-      paused += last_checkpoint - began;
-      last_checkpoint_step = step;
+      checkpoints.Mark(step);
+      paused += std::chrono::steady_clock::now() - began;
       progress.checkpoint_step = step;
       return OkStatus();
     };
     // `epoch_done`: the epoch whose end this is, for the log line; 0 mid-epoch.
     auto evaluate_and_export = [&](int64_t epoch_done) -> Status {
       const auto began = std::chrono::steady_clock::now();
-      evaluated_step = export_base_step = step;
+      evaluated_step = step;
       result.accuracy = Evaluate(model, test);
       progress.accuracy = result.accuracy;
       const double seconds = std::chrono::duration<double>(began - start - paused).count();
@@ -125,21 +125,13 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
         log("step " + std::to_string(step) + ": test accuracy " + std::to_string(result.accuracy));
       }
       if (!o.export_base.empty()) {
-        nlohmann::json meta = {{"model", o.model},
-                               {"input_shape", {1, train.rows, train.cols}},
-                               {"dtype", "float32"},
-                               {"labels", FashionMnistLabels()},
-                               {"accuracy", result.accuracy},
-                               {"step", step}};
-        if (epoch_done > 0) meta["epoch"] = epoch_done;
         ASSIGN_OR_RETURN(result.exported_version,
-                         ExportVersion(model, o.export_base, o.model_name, meta, o.keep_versions));
+                         ExportTrainedModel(model, o, train.rows, train.cols, result.accuracy, step,
+                                            epoch_done));
         progress.exported_version = result.exported_version;
-        log("exported " + o.export_base + "/" + o.model_name + "/" +
-            std::to_string(result.exported_version));
       }
-      last_export = std::chrono::steady_clock::now();
-      paused += last_export - began;
+      exports.Mark(step);
+      paused += std::chrono::steady_clock::now() - began;
       return OkStatus();
     };
 
@@ -167,24 +159,13 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
           done = true;
           break;
         }
-        const auto now = std::chrono::steady_clock::now();
-        if (!o.checkpoint_dir.empty() &&
-            ((o.checkpoint_every_secs > 0 &&
-              now - last_checkpoint > std::chrono::duration<double>(o.checkpoint_every_secs)) ||
-             (o.checkpoint_every_steps > 0 &&
-              step - last_checkpoint_step >= o.checkpoint_every_steps))) {
-          RETURN_IF_ERROR(checkpoint_now());
-        }
-        if ((o.export_every_secs > 0 &&
-             now - last_export > std::chrono::duration<double>(o.export_every_secs)) ||
-            (o.export_every_steps > 0 && step - export_base_step >= o.export_every_steps)) {
-          RETURN_IF_ERROR(evaluate_and_export(0));
-        }
+        if (!o.checkpoint_dir.empty() && checkpoints.Due(step)) RETURN_IF_ERROR(checkpoint_now());
+        if (exports.Due(step)) RETURN_IF_ERROR(evaluate_and_export(0));
       }
       if (done) break;  // mid-epoch: the checkpoint keeps this epoch and position
       RETURN_IF_ERROR(evaluate_and_export(epoch));
     }
-    if (!o.checkpoint_dir.empty() && last_checkpoint_step != step) {
+    if (!o.checkpoint_dir.empty() && checkpoints.last_step() != step) {
       RETURN_IF_ERROR(checkpoint_now());
     }
     // Stopped mid-epoch (max_steps), or resumed with nothing left to do: evaluate and export

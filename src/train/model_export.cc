@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/file.h"
+#include "train/idx.h"
 
 namespace tarn::train {
 namespace {
@@ -90,6 +91,24 @@ StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& b
     for (int64_t old = version - keep; old >= 1; --old) {
       std::filesystem::remove_all(model_dir + "/" + std::to_string(old), ec);
     }
+  }
+  return version;
+}
+
+StatusOr<int64_t> ExportTrainedModel(torch::jit::Module& model, const LocalTrainingOptions& o,
+                                     int64_t rows, int64_t cols, double accuracy, int64_t step,
+                                     int64_t epoch) {
+  nlohmann::json meta = {{"model", o.model},
+                         {"input_shape", {1, rows, cols}},
+                         {"dtype", "float32"},
+                         {"labels", FashionMnistLabels()},
+                         {"accuracy", accuracy},
+                         {"step", step}};
+  if (epoch > 0) meta["epoch"] = epoch;
+  ASSIGN_OR_RETURN(int64_t version,
+                   ExportVersion(model, o.export_base, o.model_name, meta, o.keep_versions));
+  if (o.log) {
+    o.log("exported " + o.export_base + "/" + o.model_name + "/" + std::to_string(version));
   }
   return version;
 }

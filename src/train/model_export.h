@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "train/local_trainer.h"
 
 namespace tarn::train {
 
@@ -24,5 +25,12 @@ int64_t LatestVersion(const std::string& base, const std::string& model_name);
 // removed), as TF's exporters keep their last few.
 StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& base,
                                 const std::string& model_name, nlohmann::json meta, int keep = 5);
+
+// Exports a model trained as `o` says (export_base, model_name, keep_versions) on images of
+// rows x cols, with its meta.json (model, input shape, dtype, labels, accuracy, step and,
+// when > 0, epoch), logs "exported <path>" through o.log and returns the version.
+StatusOr<int64_t> ExportTrainedModel(torch::jit::Module& model, const LocalTrainingOptions& o,
+                                     int64_t rows, int64_t cols, double accuracy, int64_t step,
+                                     int64_t epoch = 0);
 
 }  // namespace tarn::train

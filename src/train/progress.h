@@ -28,6 +28,33 @@ struct Progress {
   std::string PrometheusText() const;
 };
 
+// Every: a schedule of "every `secs` seconds or every `steps` steps, whichever comes first"
+// (0 turns either off), counted from the last Mark(); nothing is due before the first.
+// The training loops keep their evaluations and checkpoints with it. Thread-compatible.
+class Every {
+ public:
+  Every(double secs, int64_t steps) : secs_(secs), steps_(steps) {}
+  void Mark(int64_t step) {
+    last_time_ = std::chrono::steady_clock::now();
+    last_step_ = step;
+    marked_ = true;
+  }
+  bool marked() const { return marked_; }
+  int64_t last_step() const { return last_step_; }
+  bool Due(int64_t step) const {
+    return marked_ && ((secs_ > 0 && std::chrono::steady_clock::now() - last_time_ >
+                                         std::chrono::duration<double>(secs_)) ||
+                       (steps_ > 0 && step - last_step_ >= steps_));
+  }
+
+ private:
+  double secs_;
+  int64_t steps_;
+  std::chrono::steady_clock::time_point last_time_;
+  int64_t last_step_ = 0;
+  bool marked_ = false;
+};
+
 // StepReporter: what a training loop calls after each step. It keeps a Progress current (the
 // mean loss and staleness of the last 100 steps, throughput over the last interval) and
 // writes a Progress::JsonLine through `log` every `every_secs` seconds. Not thread-safe:
