@@ -18,6 +18,7 @@
 #include "common/temp_dir.h"
 #include "common/test_process.h"
 #include "train/idx.h"
+#include "train/logit_tolerance_for_test.h"
 #include "train/model_export.h"
 #include "train/model_zoo.h"
 
@@ -150,15 +151,20 @@ TEST_F(ServeTest, BatchedPredictionsMatchPythonsTorchJitLoad) {
   const auto expected = PythonLogits(dir_.path() + "/fmnist/1/model.pt", dir_.path() + "/in.f32",
                                      dir_.path() + "/out.f32");
   ASSERT_EQ(expected.size(), images.size() * 10);
+  // The same logits up to the order of float32 sums (other batch sizes than Python's one
+  // batch of 48), and the same class wherever that order cannot change it.
   for (size_t i = 0; i < images.size(); ++i) {
     ASSERT_EQ(served[i].size(), 10u);
     int ours = 0, theirs = 0;
     for (int k = 0; k < 10; ++k) {
-      EXPECT_NEAR(served[i][k], expected[i * 10 + k], 1e-4) << "image " << i << " class " << k;
+      EXPECT_NEAR(served[i][k], expected[i * 10 + k], train::LogitTolerance(expected[i * 10 + k]))
+          << "image " << i << " class " << k;
       if (served[i][k] > served[i][ours]) ours = k;
       if (expected[i * 10 + k] > expected[i * 10 + theirs]) theirs = k;
     }
-    EXPECT_EQ(ours, theirs) << "image " << i;
+    if (!train::AmbiguousPrediction(&expected[i * 10], 10)) {
+      EXPECT_EQ(ours, theirs) << "image " << i;
+    }
   }
   // Batches of more than one formed (the histogram's count is below the requests).
   auto metrics = client_->Get("/metrics");
@@ -175,7 +181,7 @@ TEST_F(ServeTest, BatchedPredictionsMatchPythonsTorchJitLoad) {
   ASSERT_EQ(r->status, 200) << r->body;
   const auto data = json::parse(r->body)["outputs"][0]["data"].get<std::vector<float>>();
   ASSERT_EQ(data.size(), 10u);
-  for (int k = 0; k < 10; ++k) EXPECT_NEAR(data[k], expected[k], 1e-4);
+  for (int k = 0; k < 10; ++k) EXPECT_NEAR(data[k], expected[k], train::LogitTolerance(expected[k]));
   EXPECT_EQ(server_->Stop(), 0);  // SIGTERM drains and exits cleanly
   EXPECT_NE(ReadFileToString(Log()).value_or("").find("tarn-serve: stopped"), std::string::npos);
 }
