@@ -103,14 +103,7 @@ namespace {
 namespace fs = std::filesystem;
 
 
-void LogError(const std::string& message) { std::cerr << "tarn: local backend: " + message + "\n"; }
-
-const spec::Component* FindComponent(const spec::Assembly& a, const std::string& name) {
-  for (const spec::Component& c : a.components) {
-    if (c.name == name) return &c;
-  }
-  return nullptr;
-}
+void LogLocalError(const std::string& message) { std::cerr << "tarn: local backend: " + message + "\n"; }
 
 scheduler::Resources ResourcesOf(const spec::Component& c) {
   return {c.resource.cpus.value_or(0), c.resource.memory_mib.value_or(0),
@@ -118,7 +111,7 @@ scheduler::Resources ResourcesOf(const spec::Component& c) {
 }
 
 StatusOr<scheduler::Request> RequestFor(const spec::Assembly& a, const InstanceRef& ref) {
-  const spec::Component* c = FindComponent(a, ref.component);
+  const spec::Component* c = spec::FindComponent(a, ref.component);
   if (c == nullptr) {
     return InvalidArgumentError(ref.Key() + ": assembly \"" + a.name + "\" has no component \"" +
                                 ref.component + "\"");
@@ -182,13 +175,6 @@ Status KeepLogs(const std::string& shim_dir) {
     fs::rename(shim_dir + "/" + name, previous + "/" + name, ec);
     if (ec) return InternalError(shim_dir + "/" + name + ": cannot keep: " + ec.message());
   }
-  return OkStatus();
-}
-
-Status RemoveAll(const std::string& path) {
-  std::error_code ec;
-  fs::remove_all(path, ec);
-  if (ec) return InternalError(path + ": cannot remove: " + ec.message());
   return OkStatus();
 }
 
@@ -484,7 +470,7 @@ void LocalBackend::NamesChanged(const std::string& user, const std::string& asse
   // One key per assembly: rewrites run in order, each writing the newest lines.
   work_->Post("names:" + user + "/" + assembly, [this, user, assembly] {
     Status s = WriteHostsFile(user, assembly, /*only_if_known=*/true);
-    if (!s.ok()) LogError(user + "/" + assembly + ": hosts file: " + s.message());
+    if (!s.ok()) LogLocalError(user + "/" + assembly + ": hosts file: " + s.message());
   });
 }
 
@@ -529,7 +515,7 @@ Status LocalBackend::PrepareNameFiles(const std::string& user, const std::string
 void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& ref,
                             const service::Placement& placement, const std::string& container_id) {
   const std::string key = ref.Key();
-  const spec::Component* component = FindComponent(assembly, ref.component);
+  const spec::Component* component = spec::FindComponent(assembly, ref.component);
   if (component == nullptr) {
     return EmitStartFailed(
         key, container_id,
@@ -598,7 +584,7 @@ void LocalBackend::DoStop(const InstanceRef& ref, const std::string& container_i
   if (!st.ok()) {
     if (watched && st.status().code() != StatusCode::kNotFound) {
       // Unknown for now: the monitor keeps looking and reports the exit.
-      return LogError(key + ": stop: " + st.status().message());
+      return LogLocalError(key + ": stop: " + st.status().message());
     }
     return ReportExit(key, container_id,
                       MadeUpExit(watched ? "its shim directory " + shim_dir + " is gone"
@@ -618,7 +604,7 @@ void LocalBackend::DoStop(const InstanceRef& ref, const std::string& container_i
                           : MadeUpExit("lost: " + st->diagnostics));
   }
   Status stopped = options_.runtime->Stop(shim_dir);
-  if (!stopped.ok()) LogError(key + ": stop: " + stopped.message());
+  if (!stopped.ok()) LogLocalError(key + ": stop: " + stopped.message());
   if (!watched) {
     // Found running without having been recovered yet: the monitor reports its end.
     std::lock_guard<std::mutex> lock(mu_);
@@ -662,7 +648,7 @@ void LocalBackend::DoProbe(const spec::Assembly& assembly, const InstanceRef& re
   e.kind = BackendEvent::Kind::kProbed;
   e.key = ref.Key();
   e.container_id = container_id;
-  const spec::Component* component = FindComponent(assembly, ref.component);
+  const spec::Component* component = spec::FindComponent(assembly, ref.component);
   if (component == nullptr) {
     e.detail = "assembly \"" + assembly.name + "\" has no component \"" + ref.component + "\"";
   } else {
@@ -687,19 +673,19 @@ void LocalBackend::DoCleanup(const InstanceRef& ref, bool logs) {
   const std::string shim_dir = ShimDirOf(ref);
   StatusOr<ContainerState> st = options_.runtime->State(shim_dir);
   if (!st.ok() && st.status().code() != StatusCode::kNotFound) {
-    return LogError(key + ": cleanup: " + st.status().message());
+    return LogLocalError(key + ": cleanup: " + st.status().message());
   }
   if (st.ok()) {
     if (st->phase == ContainerState::Phase::kRunning) {
-      return LogError(key + ": cleanup: the container still runs; left alone");
+      return LogLocalError(key + ": cleanup: the container still runs; left alone");
     }
     Status s = Retire(key, shim_dir, *st, /*keep_logs=*/!logs);
-    if (!s.ok()) return LogError(key + ": cleanup: " + s.message());
+    if (!s.ok()) return LogLocalError(key + ": cleanup: " + s.message());
   }
   if (!logs) return;
-  Status s = RemoveAll(PreviousDir(shim_dir));
-  if (s.ok()) s = RemoveAll(WorkDir(ContextFor(ref.user), ref.assembly, ref.instance));
-  if (!s.ok()) LogError(key + ": cleanup: " + s.message());
+  Status s = RemoveTree(PreviousDir(shim_dir));
+  if (s.ok()) s = RemoveTree(WorkDir(ContextFor(ref.user), ref.assembly, ref.instance));
+  if (!s.ok()) LogLocalError(key + ": cleanup: " + s.message());
   std::lock_guard<std::mutex> lock(mu_);
   exits_.Forget(key);  // the instance is gone for good
 }
@@ -718,27 +704,27 @@ void LocalBackend::DoDestroyAssembly(const std::string& user, const std::string&
     if (st.ok() && st->phase != ContainerState::Phase::kRunning) {
       Status s = Retire(prefix + name, shim_dir, *st, /*keep_logs=*/false);
       if (s.ok()) continue;
-      LogError(prefix + name + ": destroy: " + s.message());
+      LogLocalError(prefix + name + ": destroy: " + s.message());
     } else if (!st.ok() && st.status().code() == StatusCode::kNotFound) {
       continue;
     } else if (!st.ok()) {
-      LogError(prefix + name + ": destroy: " + st.status().message());
+      LogLocalError(prefix + name + ": destroy: " + st.status().message());
     }
     running.push_back(name);
   }
-  Status s = RemoveAll(backend::SharedDir(ctx, assembly));
-  if (!s.ok()) LogError(s.message());
+  Status s = RemoveTree(backend::SharedDir(ctx, assembly));
+  if (!s.ok()) LogLocalError(s.message());
   if (running.empty()) {
     for (const std::string& dir : {shims, works}) {
-      s = RemoveAll(dir);
-      if (!s.ok()) LogError(s.message());
+      s = RemoveTree(dir);
+      if (!s.ok()) LogLocalError(s.message());
     }
     std::lock_guard<std::mutex> lock(names_mu_);
     hosts_lines_.erase(user + "/" + assembly);
-    s = RemoveAll(NamesDir(user, assembly));
-    if (!s.ok()) LogError(s.message());
+    s = RemoveTree(NamesDir(user, assembly));
+    if (!s.ok()) LogLocalError(s.message());
   } else {
-    LogError(prefix + "*: destroy: left the directories of containers that still run: " + [&] {
+    LogLocalError(prefix + "*: destroy: left the directories of containers that still run: " + [&] {
       std::string list;
       for (const std::string& r : running) list += (list.empty() ? "" : ", ") + r;
       return list;
@@ -747,8 +733,8 @@ void LocalBackend::DoDestroyAssembly(const std::string& user, const std::string&
       for (const std::string& name : ListDirectory(dir)) {
         std::string instance = name.substr(0, name.find('.'));
         if (std::find(running.begin(), running.end(), instance) != running.end()) continue;
-        s = RemoveAll(dir + "/" + name);
-        if (!s.ok()) LogError(s.message());
+        s = RemoveTree(dir + "/" + name);
+        if (!s.ok()) LogLocalError(s.message());
       }
     }
   }

@@ -217,13 +217,6 @@ InstanceRef Ref(const std::string& assembly, const std::string& component, int64
   return {"alice", assembly, component, component + "-" + std::to_string(index), index};
 }
 
-std::string Env(const runtime::ContainerSpec& s, const std::string& name) {
-  for (const std::string& e : s.env) {
-    if (e.rfind(name + "=", 0) == 0) return e.substr(name.size() + 1);
-  }
-  return "<unset>";
-}
-
 class LocalBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -389,9 +382,9 @@ TEST_F(LocalBackendTest, LaunchStartsTheInstancesContainer) {
   EXPECT_EQ(e.ip, "127.0.0.1");
   runtime::ContainerSpec s = runtime_.last_spec();
   EXPECT_EQ(s.shim_dir, Shim(Ref("t", "worker", 1)));
-  EXPECT_EQ(Env(s, "TARN_CONTAINER_ID"), "c1");
-  EXPECT_EQ(Env(s, "TARN_IP"), "127.0.0.1");
-  EXPECT_EQ(Env(s, "CUDA_VISIBLE_DEVICES"), "1");
+  EXPECT_EQ(runtime::EnvValue(s, "TARN_CONTAINER_ID"), "c1");
+  EXPECT_EQ(runtime::EnvValue(s, "TARN_IP"), "127.0.0.1");
+  EXPECT_EQ(runtime::EnvValue(s, "CUDA_VISIBLE_DEVICES"), "1");
   EXPECT_EQ(s.run_uid, 65534u);
   EXPECT_EQ(b.LogFile(Ref("t", "worker", 1), false), s.shim_dir + "/stdout.log");
   EXPECT_EQ(b.LogFile(Ref("t", "worker", 1), true), "");  // the fake writes no stderr

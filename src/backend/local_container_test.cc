@@ -40,13 +40,6 @@ LaunchContext Context() {
   return c;
 }
 
-std::string Env(const runtime::ContainerSpec& s, const std::string& name) {
-  for (const std::string& e : s.env) {
-    if (e.rfind(name + "=", 0) == 0) return e.substr(name.size() + 1);
-  }
-  return "<unset>";
-}
-
 TEST(BuildContainerSpec, HttpdExample) {
   spec::Assembly a = Load("httpd/httpd.json");
   auto s = BuildContainerSpec(a, Find(a, "httpd"), 0, {}, Context());
@@ -62,14 +55,14 @@ TEST(BuildContainerSpec, HttpdExample) {
   EXPECT_EQ(s->run_uid, 65534u);
   EXPECT_EQ(s->limits.memory_mib, 256);
   EXPECT_EQ(s->limits.vcores, 1);
-  EXPECT_EQ(Env(*s, "TARN_IP"), "127.42.0.5");
-  EXPECT_EQ(Env(*s, "TARN_PORT_HTTP"), "8080");
-  EXPECT_EQ(Env(*s, "TARN_SHARED_DIR"), "/srv/tarn/shared/alice/httpd-service");
-  EXPECT_EQ(Env(*s, "CUDA_VISIBLE_DEVICES"), "");
-  EXPECT_EQ(Env(*s, "NVIDIA_VISIBLE_DEVICES"), "void");
-  EXPECT_EQ(Env(*s, "PATH"),
+  EXPECT_EQ(runtime::EnvValue(*s, "TARN_IP"), "127.42.0.5");
+  EXPECT_EQ(runtime::EnvValue(*s, "TARN_PORT_HTTP"), "8080");
+  EXPECT_EQ(runtime::EnvValue(*s, "TARN_SHARED_DIR"), "/srv/tarn/shared/alice/httpd-service");
+  EXPECT_EQ(runtime::EnvValue(*s, "CUDA_VISIBLE_DEVICES"), "");
+  EXPECT_EQ(runtime::EnvValue(*s, "NVIDIA_VISIBLE_DEVICES"), "void");
+  EXPECT_EQ(runtime::EnvValue(*s, "PATH"),
             "/opt/tarn/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-  EXPECT_EQ(Env(*s, "TF_CONFIG"), "<unset>");
+  EXPECT_EQ(runtime::EnvValue(*s, "TF_CONFIG"), std::nullopt);
   ASSERT_EQ(s->files.size(), 1u);
   EXPECT_EQ(s->files[0].path, "conf/index.html");
   EXPECT_EQ(s->files[0].content,
@@ -89,14 +82,14 @@ TEST(BuildContainerSpec, TrainingWorkerGetsItsGpusAndTfConfig) {
   spec::Assembly a = Load("fashion-mnist/assembly.json");
   auto s = BuildContainerSpec(a, Find(a, "worker"), 1, {2, 5}, Context());
   ASSERT_TRUE(s.ok());
-  EXPECT_EQ(Env(*s, "CUDA_VISIBLE_DEVICES"), "2,5");
-  EXPECT_EQ(Env(*s, "NVIDIA_VISIBLE_DEVICES"), "2,5");
+  EXPECT_EQ(runtime::EnvValue(*s, "CUDA_VISIBLE_DEVICES"), "2,5");
+  EXPECT_EQ(runtime::EnvValue(*s, "NVIDIA_VISIBLE_DEVICES"), "2,5");
   EXPECT_EQ(s->limits.gpu_minors, (std::vector<int>{2, 5}));
-  EXPECT_EQ(Env(*s, "TF_CONFIG"),
+  EXPECT_EQ(runtime::EnvValue(*s, "TF_CONFIG"),
             "{\"cluster\":{\"ps\":[\"ps-0.fmnist.alice.tarn:2222\",\"ps-1.fmnist.alice.tarn:2222\"]"
             ",\"worker\":[\"worker-0.fmnist.alice.tarn:2222\",\"worker-1.fmnist.alice.tarn:2222\"]"
             "},\"task\":{\"index\":1,\"type\":\"worker\"}}");
-  EXPECT_EQ(Env(*s, "OMP_NUM_THREADS"), "1");  // from the service-level env
+  EXPECT_EQ(runtime::EnvValue(*s, "OMP_NUM_THREADS"), "1");  // from the service-level env
   EXPECT_EQ(s->limits.memory_mib, 2048);
 }
 
@@ -112,8 +105,8 @@ TEST(BuildContainerSpec, AnAssemblysOwnPathWins) {
   EXPECT_EQ(std::count_if(s->env.begin(), s->env.end(),
                           [](const std::string& e) { return e.rfind("PATH=", 0) == 0; }),
             1);
-  EXPECT_EQ(Env(*s, "PATH"), "/opt/mine/bin");
-  EXPECT_EQ(Env(*s, "HOME"), "/srv/tarn/containers/alice/p/c-0");
+  EXPECT_EQ(runtime::EnvValue(*s, "PATH"), "/opt/mine/bin");
+  EXPECT_EQ(runtime::EnvValue(*s, "HOME"), "/srv/tarn/containers/alice/p/c-0");
 }
 
 TEST(BuildContainerSpec, LongNamesFallBackToTheShortHostname) {

@@ -90,21 +90,7 @@ namespace fs = std::filesystem;
 constexpr int kMissesBeforeLost = 3;
 constexpr auto kNodesMaxAge = std::chrono::seconds(5);
 
-void LogError(const std::string& message) { std::cerr << "tarn: slurm backend: " + message + "\n"; }
-
-const spec::Component* FindComponent(const spec::Assembly& a, const std::string& name) {
-  for (const spec::Component& c : a.components) {
-    if (c.name == name) return &c;
-  }
-  return nullptr;
-}
-
-Status RemoveAll(const std::string& path) {
-  std::error_code ec;
-  fs::remove_all(path, ec);
-  if (ec) return InternalError(path + ": cannot remove: " + ec.message());
-  return OkStatus();
-}
+void LogSlurmError(const std::string& message) { std::cerr << "tarn: slurm backend: " + message + "\n"; }
 
 // What a Launch recorded in the instance directory for `container_id`: "<job id>
 // <container id>", and for a gang member " <het group>" (its job id is the gang's).
@@ -254,7 +240,7 @@ Status SlurmBackend::RequestPlacement(const spec::Assembly& assembly,
   std::vector<SlurmNode> nodes = CachedNodes();
   std::map<std::string, Request> asked;
   for (const InstanceRef& ref : members) {
-    const spec::Component* c = FindComponent(assembly, ref.component);
+    const spec::Component* c = spec::FindComponent(assembly, ref.component);
     if (c == nullptr) {
       return InvalidArgumentError(ref.Key() + ": assembly \"" + assembly.name +
                                   "\" has no component \"" + ref.component + "\"");
@@ -317,7 +303,7 @@ Status SlurmBackend::RequestPlacement(const spec::Assembly& assembly,
     }
     const std::string gang_key = first.user + "/" + first.assembly;
     if (!nodes.empty() && g.components.size() > nodes.size()) {
-      LogError(gang_key + ": its gang has " + std::to_string(g.components.size()) +
+      LogSlurmError(gang_key + ": its gang has " + std::to_string(g.components.size()) +
                " components but Slurm has " + std::to_string(nodes.size()) +
                " nodes, and puts the components of a heterogeneous job on distinct nodes: its "
                "members run as jobs of their own");
@@ -432,7 +418,7 @@ std::string SlurmBackend::InstanceDir(const InstanceRef& ref) const {
 
 StatusOr<spec::PortLookup> SlurmBackend::AssignPorts(const spec::Assembly& assembly,
                                                      const InstanceRef& ref) {
-  const spec::Component* own = FindComponent(assembly, ref.component);
+  const spec::Component* own = spec::FindComponent(assembly, ref.component);
   if (own == nullptr) return NotFoundError("no component " + ref.component);
   RETURN_IF_ERROR(
       ports_->Assign(ref.user, ref.assembly, ref.instance, spec::DeclaredPorts(*own)).status());
@@ -460,7 +446,7 @@ std::vector<spec::NamedPort> SlurmBackend::InstancePorts(const InstanceRef& ref,
   StatusOr<std::vector<spec::NamedPort>> assigned =
       ports_->Assign(ref.user, ref.assembly, ref.instance, declared);
   if (!assigned.ok()) {
-    LogError(ref.Key() + ": " + assigned.status().message());
+    LogSlurmError(ref.Key() + ": " + assigned.status().message());
     return declared;
   }
   return *assigned;
@@ -555,7 +541,7 @@ StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly
 void SlurmBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& ref,
                             const std::string& container_id) {
   const std::string key = ref.Key();
-  const spec::Component* component = FindComponent(assembly, ref.component);
+  const spec::Component* component = spec::FindComponent(assembly, ref.component);
   if (component == nullptr) {
     return EmitStartFailed(
         key, container_id,
@@ -591,7 +577,7 @@ void SlurmBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   // even once squeue has forgotten it.
   Status recorded = runtime::WriteFileAtomically(InstanceDir(ref) + "/job",
                                                  std::to_string(*job) + " " + container_id + "\n");
-  if (!recorded.ok()) LogError(key + ": " + recorded.message());
+  if (!recorded.ok()) LogSlurmError(key + ": " + recorded.message());
   std::lock_guard<std::mutex> lock(mu_);
   Tracked t;
   t.container_id = container_id;
@@ -618,7 +604,7 @@ SlurmBackend::Gang* SlurmBackend::FindGang(const std::string& gang_key) {
   std::string job, component;
   HetComponent h;
   if (!(in >> job >> g.job_name >> g.partition) || !ParseInt64(job)) {
-    LogError(file + ": unreadable; the gang's members start as jobs of their own");
+    LogSlurmError(file + ": unreadable; the gang's members start as jobs of their own");
     return nullptr;
   }
   g.job_id = *ParseInt64(job);
@@ -638,13 +624,13 @@ bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& ga
     g = gangs_.at(gang_key);
   }
   auto refuse = [&](const std::string& why) {
-    LogError(gang_key + ": the gang's heterogeneous job: " + why +
+    LogSlurmError(gang_key + ": the gang's heterogeneous job: " + why +
              "; its members run as jobs of their own");
     std::lock_guard<std::mutex> lock(mu_);
     gangs_.at(gang_key).over = true;
     return false;
   };
-  Status s = RemoveAll(gang_dir);
+  Status s = RemoveTree(gang_dir);
   if (s.ok()) s = MakeDirectories(gang_dir + "/requests", 0755);
   if (s.ok()) {
     s = runtime::WriteFileAtomically(gang_dir + "/job.sh",
@@ -667,7 +653,7 @@ bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& ga
             " " + std::to_string(h.memory_mib) + " " + std::to_string(h.gpus) + "\n";
   }
   s = runtime::WriteFileAtomically(gang_dir + "/gang", text);
-  if (!s.ok()) LogError(gang_key + ": " + s.message());
+  if (!s.ok()) LogSlurmError(gang_key + ": " + s.message());
   std::lock_guard<std::mutex> lock(mu_);
   gangs_.at(gang_key).job_id = *job;
   return true;
@@ -748,7 +734,7 @@ void SlurmBackend::SignalStep(const std::string& key, int64_t component_job, int
   argv.push_back(std::to_string(component_job) + "." + std::to_string(step));
   StatusOr<CommandResult> r = RunSlurm(argv);
   if (!r.ok() || !r->success()) {
-    LogError(key + ": scancel " + argv.back() + ": " +
+    LogSlurmError(key + ": scancel " + argv.back() + ": " +
              (r.ok() ? SlurmError(r->err) : r.status().message()));
   }
 }
@@ -781,7 +767,7 @@ void SlurmBackend::DoStop(const InstanceRef& ref, const std::string& container_i
         return;
       }
       Status s = runtime::WriteFileAtomically(t.instance_dir + "/stop", container_id + "\n");
-      if (!s.ok()) LogError(key + ": " + s.message());
+      if (!s.ok()) LogSlurmError(key + ": " + s.message());
       return;
     }
     if (it != tracked_.end() && it->second.container_id == container_id) {
@@ -795,7 +781,7 @@ void SlurmBackend::DoStop(const InstanceRef& ref, const std::string& container_i
   }
   StatusOr<CommandResult> r = RunSlurm({"scancel", target});
   if (!r.ok() || !r->success()) {
-    LogError(key + ": scancel " + target + ": " +
+    LogSlurmError(key + ": scancel " + target + ": " +
              (r.ok() ? SlurmError(r->err) : r.status().message()));
   }
   // The poller reports the end when squeue shows it.
@@ -831,7 +817,7 @@ void SlurmBackend::DoProbe(const spec::Assembly& assembly, const InstanceRef& re
   e.kind = BackendEvent::Kind::kProbed;
   e.key = ref.Key();
   e.container_id = container_id;
-  const spec::Component* component = FindComponent(assembly, ref.component);
+  const spec::Component* component = spec::FindComponent(assembly, ref.component);
   // The address the job reported: its node's.
   StatusOr<std::string> text = ReadFileToString(InstanceDir(ref) + "/address", 4096);
   StatusOr<ReportedAddress> address =
@@ -865,15 +851,15 @@ void SlurmBackend::DoCleanup(const InstanceRef& ref, bool logs) {
   const std::string key = ref.Key();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (tracked_.count(key)) return LogError(key + ": cleanup: its Slurm job still runs; left");
+    if (tracked_.count(key)) return LogSlurmError(key + ": cleanup: its Slurm job still runs; left");
     if (logs) exits_.Forget(key);  // the instance is gone for good
   }
   if (!logs) return;  // the logs stay until the next start moves them to *.previous
   Status s = ports_->Release(ref.user, ref.assembly, ref.instance);
-  if (!s.ok()) LogError(key + ": cleanup: its ports stay assigned: " + s.message());
-  s = RemoveAll(InstanceDir(ref));
-  if (s.ok()) s = RemoveAll(WorkDir(ContextFor(ref.user), ref.assembly, ref.instance));
-  if (!s.ok()) LogError(key + ": cleanup: " + s.message());
+  if (!s.ok()) LogSlurmError(key + ": cleanup: its ports stay assigned: " + s.message());
+  s = RemoveTree(InstanceDir(ref));
+  if (s.ok()) s = RemoveTree(WorkDir(ContextFor(ref.user), ref.assembly, ref.instance));
+  if (!s.ok()) LogSlurmError(key + ": cleanup: " + s.message());
 }
 
 void SlurmBackend::DoDestroyAssembly(const std::string& user, const std::string& assembly) {
@@ -898,23 +884,23 @@ void SlurmBackend::DoDestroyAssembly(const std::string& user, const std::string&
   const LaunchContext ctx = ContextFor(user);
   const std::string works = fs::path(WorkDir(ctx, assembly, "i")).parent_path().string();
   std::vector<std::string> dirs = {AssemblyDir(user, assembly), works};
-  Status s = RemoveAll(backend::SharedDir(ctx, assembly));
-  if (!s.ok()) LogError(s.message());
+  Status s = RemoveTree(backend::SharedDir(ctx, assembly));
+  if (!s.ok()) LogSlurmError(s.message());
   if (running.empty()) {
     dirs.push_back(options_.shared_dir + "/.tarn/names/" + user + "/" + assembly);
     for (const std::string& d : dirs) {
-      s = RemoveAll(d);
-      if (!s.ok()) LogError(s.message());
+      s = RemoveTree(d);
+      if (!s.ok()) LogSlurmError(s.message());
     }
     return;
   }
-  LogError(prefix + "*: destroy: left the directories of jobs that still run");
+  LogSlurmError(prefix + "*: destroy: left the directories of jobs that still run");
   for (const std::string& d : dirs) {
     std::error_code ec;
     for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
       if (running.count(it->path().filename().string())) continue;
-      s = RemoveAll(it->path().string());
-      if (!s.ok()) LogError(s.message());
+      s = RemoveTree(it->path().string());
+      if (!s.ok()) LogSlurmError(s.message());
     }
   }
 }
@@ -939,14 +925,14 @@ void SlurmBackend::PollForTest() {
   }
   if (stale) {
     Status s = RefreshNodes();
-    if (!s.ok()) LogError(s.message());  // the last good inventory stays
+    if (!s.ok()) LogSlurmError(s.message());  // the last good inventory stays
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (tracked_.empty()) return;
   }
   StatusOr<std::vector<SlurmJob>> jobs = ListJobs();
-  if (!jobs.ok()) return LogError(jobs.status().message());  // look again next time
+  if (!jobs.ok()) return LogSlurmError(jobs.status().message());  // look again next time
   Observe(*jobs);
 }
 
@@ -1287,7 +1273,7 @@ void SlurmBackend::NamesChanged(const std::string& user, const std::string& asse
                          RenderHostsFile(ReadFileToString("/etc/hosts", 1 << 20).value_or(""),
                                          lines, user, assembly));
     }
-    if (!s.ok()) LogError(user + "/" + assembly + ": hosts file: " + s.message());
+    if (!s.ok()) LogSlurmError(user + "/" + assembly + ": hosts file: " + s.message());
   });
 }
 

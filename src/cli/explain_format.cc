@@ -58,11 +58,10 @@ std::string StartOrder(const Assembly& a, const std::string& name) {
   return "";
 }
 
-const Component& FindComponent(const Assembly& a, const std::string& name) {
-  for (const Component& c : a.components) {
-    if (c.name == name) return c;
-  }
-  return a.components.front();
+// The plan's components are the assembly's own.
+const Component& ComponentOf(const Assembly& a, const std::string& name) {
+  const Component* c = FindComponent(a, name);
+  return c != nullptr ? *c : a.components.front();
 }
 
 }  // namespace
@@ -84,7 +83,7 @@ std::string FormatPlanText(const Assembly& a, const spec::Plan& plan, const std:
   out << "\nstart order\n";
   for (size_t w = 0; w < plan.waves.size(); ++w) {
     for (const std::string& name : plan.waves[w]) {
-      const Component& c = FindComponent(a, name);
+      const Component& c = ComponentOf(a, name);
       std::string line = "  " + std::to_string(w + 1) + "  " + name;
       line.resize(std::max<size_t>(line.size() + 1, 24), ' ');
       line += std::to_string(c.number_of_containers) +
@@ -95,7 +94,7 @@ std::string FormatPlanText(const Assembly& a, const spec::Plan& plan, const std:
   }
   out << "\ninstances (" << plan.instances.size() << ")\n";
   for (const spec::InstancePlan& inst : plan.instances) {
-    const Component& c = FindComponent(a, inst.component);
+    const Component& c = ComponentOf(a, inst.component);
     out << "  " << inst.hostname << "\n";
     out << "    component   " << c.name;
     if (c.tf_role != spec::TfRole::kNone) out << ", role " << spec::TfRoleName(c.tf_role);
@@ -133,7 +132,7 @@ nlohmann::json FormatPlanJson(const Assembly& a, const spec::Plan& plan, const s
   out["start_order"] = plan.waves;
   nlohmann::json instances = nlohmann::json::array();
   for (const spec::InstancePlan& inst : plan.instances) {
-    const Component& c = FindComponent(a, inst.component);
+    const Component& c = ComponentOf(a, inst.component);
     nlohmann::json j;
     j["component_instance_name"] = inst.name;
     j["hostname"] = inst.hostname;

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 
 namespace tarn {
 
@@ -62,6 +63,13 @@ Status MakeDirectories(const std::string& path, mode_t mode) {
   if (::chmod(path.c_str(), mode) != 0) {
     return InternalError(path + ": chmod: " + std::strerror(errno));
   }
+  return OkStatus();
+}
+
+Status RemoveTree(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+  if (ec) return InternalError(path + ": cannot remove: " + ec.message());
   return OkStatus();
 }
 

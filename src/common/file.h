@@ -18,4 +18,8 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
 // (applied even when it already existed). Errors name the directory that failed.
 Status MakeDirectories(const std::string& path, mode_t mode = 0755);
 
+// rm -rf: removes `path` and everything under it; nothing to remove is not an error. Errors
+// name the path and the reason.
+Status RemoveTree(const std::string& path);
+
 }  // namespace tarn

@@ -22,6 +22,7 @@
 #include "common/subprocess.h"
 #include "registry/dns_message.h"
 #include "registry/dns_wire_for_test.h"
+#include "registry/instance_records_for_test.h"
 
 namespace tarn::registry {
 namespace {
@@ -95,19 +96,6 @@ Dig ParseDig(const std::string& output) {
   return d;
 }
 
-InstanceRecords Instance(const std::string& component, int index, std::string ip,
-                         bool ready = true) {
-  InstanceRecords r;
-  r.user = "alice";
-  r.assembly = "fmnist";
-  r.component = component;
-  r.instance = component + "-" + std::to_string(index);
-  r.ip = std::move(ip);
-  r.ready = ready;
-  r.container_id = "container_" + r.instance;
-  r.ports = {{"grpc", 2222}};
-  return r;
-}
 
 sockaddr_in Loopback(uint16_t port) {
   sockaddr_in a{};

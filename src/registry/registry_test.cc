@@ -7,22 +7,11 @@
 #include <thread>
 #include <vector>
 
+#include "registry/instance_records_for_test.h"
+
 namespace tarn::registry {
 namespace {
 
-InstanceRecords Instance(const std::string& component, int index, std::string ip,
-                         bool ready = true) {
-  InstanceRecords r;
-  r.user = "alice";
-  r.assembly = "fmnist";
-  r.component = component;
-  r.instance = component + "-" + std::to_string(index);
-  r.ip = std::move(ip);
-  r.ready = ready;
-  r.container_id = "container_" + r.instance;
-  r.ports = {{"grpc", 2222}, {"http", 8501}};
-  return r;
-}
 
 // The answers of a lookup as "TYPE data" strings, in order.
 std::vector<std::string> Rendered(std::span<const ResourceRecord> records) {

@@ -11,6 +11,15 @@
 
 namespace tarn::runtime {
 
+std::optional<std::string> EnvValue(const ContainerSpec& spec, std::string_view name) {
+  for (const std::string& e : spec.env) {
+    if (e.size() > name.size() && e[name.size()] == '=' && e.compare(0, name.size(), name) == 0) {
+      return e.substr(name.size() + 1);
+    }
+  }
+  return std::nullopt;
+}
+
 nlohmann::json ToJson(const ContainerSpec& s) {
   return {
       {"id", s.id},

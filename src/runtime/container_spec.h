@@ -7,7 +7,9 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/status.h"
@@ -69,6 +71,9 @@ struct ExitInfo {
   int64_t finished_at_ms = 0;
   std::string diagnostics;  // "exited with code 3", "killed: exceeded its 256 MiB memory limit"
 };
+
+// The value `spec.env` gives `name` ("NAME=value"); nullopt when it does not set it.
+std::optional<std::string> EnvValue(const ContainerSpec& spec, std::string_view name);
 
 nlohmann::json ToJson(const ContainerSpec& spec);
 StatusOr<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& j);

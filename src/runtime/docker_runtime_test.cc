@@ -17,7 +17,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::string ReadAll(const std::string& path) { return ReadFileToString(path).value_or(""); }
 
 class DockerRuntimeTest : public ::testing::Test {
  protected:
@@ -57,7 +56,7 @@ class DockerRuntimeTest : public ::testing::Test {
   // The recorded calls, each a list of arguments.
   std::vector<std::vector<std::string>> Calls() {
     std::vector<std::vector<std::string>> calls(1);
-    std::istringstream in(ReadAll(dir_ + "/calls"));
+    std::istringstream in(ReadFileToString(dir_ + "/calls").value_or(""));
     std::string line;
     while (std::getline(in, line)) {
       if (line == "--END--") {
@@ -102,7 +101,7 @@ TEST_F(DockerRuntimeTest, RunsTheImageWithTheSameNameLimitsEnvAndGpus) {
   auto st = (*rt)->Start(Spec());
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   EXPECT_EQ(st->phase, ContainerState::Phase::kRunning);
-  EXPECT_EQ(ReadAll(dir_ + "/shim/docker.id"), "4f2a9c0d1e\n");
+  EXPECT_EQ(ReadFileToString(dir_ + "/shim/docker.id").value_or(""), "4f2a9c0d1e\n");
   auto calls = Calls();
   ASSERT_EQ(calls.size(), 3u);  // info, run, inspect
   std::vector<std::string> expected = {

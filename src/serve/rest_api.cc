@@ -144,12 +144,12 @@ Route Parse(std::string_view target) {
   return NotFoundRoute(path);
 }
 
-HttpResponse Json(int status, const json& body) {
+HttpResponse JsonResponse(int status, const json& body) {
   return HttpResponse{status, "application/json", body.dump() + "\n"};
 }
 
 HttpResponse Error(const Status& s) {
-  return Json(HttpStatusFor(s.code()), json{{"error", s.message()}});
+  return JsonResponse(HttpStatusFor(s.code()), json{{"error", s.message()}});
 }
 
 json StatusJson(const std::vector<VersionStatus>& versions) {
@@ -227,7 +227,7 @@ void RestApi::Handle(HttpRequest request, Responder respond) {
   };
   if (!route.error.ok()) return finish(Error(route.error));
   if (request.method != route.method && !(route.method == "GET" && request.method == "HEAD")) {
-    return finish(Json(405, json{{"error", "method " + request.method + " is not allowed on " +
+    return finish(JsonResponse(405, json{{"error", "method " + request.method + " is not allowed on " +
                                                request.target.substr(0, 200) + " (use " +
                                                route.method + ")"}}));
   }
@@ -235,30 +235,30 @@ void RestApi::Handle(HttpRequest request, Responder respond) {
     return finish(HttpResponse{200, "text/plain; version=0.0.4", metrics_.Render(&repository_)});
   }
   if (route.api == "health" && route.model.empty()) {
-    if (route.label == "live") return finish(Json(200, json{{"live", true}}));
+    if (route.label == "live") return finish(JsonResponse(200, json{{"live", true}}));
     const bool ready = repository_.Ready();
-    return finish(Json(ready ? 200 : 503, json{{"ready", ready}}));
+    return finish(JsonResponse(ready ? 200 : 503, json{{"ready", ready}}));
   }
   if (route.api == "metadata" && route.model.empty()) {
-    return finish(Json(200, json{{"name", "tarn-serve"},
+    return finish(JsonResponse(200, json{{"name", "tarn-serve"},
                                  {"version", version_},
                                  {"extensions", json::array()}}));
   }
   if (route.api == "status") {
     auto status = repository_.Status(route.model, route.version, route.label);
     if (!status.ok()) return finish(Error(status.status()));
-    return finish(Json(200, StatusJson(*status)));
+    return finish(JsonResponse(200, StatusJson(*status)));
   }
   auto found = repository_.Find(route.model, route.version, route.label);
   if (route.api == "health") {  // a model's readiness
-    return finish(Json(found.ok() ? 200 : 503, json{{"name", route.model}, {"ready", found.ok()}}));
+    return finish(JsonResponse(found.ok() ? 200 : 503, json{{"name", route.model}, {"ready", found.ok()}}));
   }
   if (!found.ok()) return finish(Error(found.status()));
   std::shared_ptr<LoadedVersion> version = std::move(*found);
   if (route.api == "metadata") {
-    if (request.target.rfind("/v1/", 0) == 0) return finish(Json(200, V1Metadata(*version)));
+    if (request.target.rfind("/v1/", 0) == 0) return finish(JsonResponse(200, V1Metadata(*version)));
     auto versions = repository_.Status(route.model, std::nullopt, "");
-    return finish(Json(200, V2Metadata(*version, versions.value_or({}))));
+    return finish(JsonResponse(200, V2Metadata(*version, versions.value_or({}))));
   }
   const bool v2 = route.api == "infer";
   auto parsed = v2 ? ParseInferRequest(request.body, version->meta())

@@ -12,7 +12,7 @@ std::optional<int64_t> Number(const std::map<std::string, std::string>& p, const
   return std::atoll(it->second.c_str());
 }
 
-std::string Seconds(Duration d) {
+std::string DurationText(Duration d) {
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(d).count();
   if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
   return std::to_string(ms) + " ms";
@@ -79,7 +79,7 @@ RestartDecision InstanceRestarts::Exited(bool success, const std::string& how) {
     ++backoff_step_;
   }
   ++restarts_;
-  return {Action::kRestart, delay, how + "; restarting in " + Seconds(delay)};
+  return {Action::kRestart, delay, how + "; restarting in " + DurationText(delay)};
 }
 
 ComponentFailures::ComponentFailures(RestartOptions options, const Clock& clock)

@@ -2,6 +2,13 @@
 
 namespace tarn::spec {
 
+const Component* FindComponent(const Assembly& a, std::string_view name) {
+  for (const Component& c : a.components) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
 const char* ArtifactTypeName(ArtifactType t) {
   switch (t) {
     case ArtifactType::kDocker:

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace tarn::spec {
@@ -132,6 +133,9 @@ inline constexpr int64_t kMaxCpus = 4096;
 inline constexpr int64_t kMaxMemoryMib = int64_t{16} << 20;  // 16 TiB
 inline constexpr int64_t kMaxGpus = 64;
 inline constexpr size_t kMaxInlineFileBytes = 1u << 20;
+
+// The component named `name`, or nullptr.
+const Component* FindComponent(const Assembly& a, std::string_view name);
 
 const char* ArtifactTypeName(ArtifactType t);
 const char* ConfigFileTypeName(ConfigFileType t);

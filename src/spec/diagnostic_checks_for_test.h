@@ -1,6 +1,9 @@
 // Test-only helpers for looking at a ParseResult's diagnostics. Header-only.
 #pragma once
 
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -32,6 +35,23 @@ inline bool Has(const ParseResult& r, Severity s, std::string_view path, std::st
     }
   }
   return false;
+}
+
+inline bool Contains(const std::string& s, std::string_view part) {
+  return s.find(part) != std::string::npos;
+}
+
+// Parses `j` (JSON), expects it refused with exactly one error, at `path`, whose message
+// contains `part`.
+inline void ExpectOneError(const nlohmann::json& j, std::string_view path, std::string_view part,
+                           const ParseOptions& o = {}) {
+  ParseResult r = ParseAssembly(j.dump(), DocumentFormat::kJson, o);
+  EXPECT_FALSE(r.ok());
+  EXPECT_FALSE(r.assembly.has_value());
+  EXPECT_EQ(ErrorCount(r), 1) << Dump(r);
+  EXPECT_TRUE(Has(r, Severity::kError, path, part))
+      << "want [" << path << "] ~ " << part << "\n"
+      << Dump(r);
 }
 
 }  // namespace tarn::spec

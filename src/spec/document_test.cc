@@ -4,14 +4,12 @@
 
 #include <string>
 
+#include "spec/diagnostic_checks_for_test.h"
+
 namespace tarn::spec {
 namespace {
 
 using json = nlohmann::json;
-
-bool Contains(const std::string& s, std::string_view part) {
-  return s.find(part) != std::string::npos;
-}
 
 std::string Errors(const Diagnostics& d) {
   std::string out;

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "spec/diagnostic_checks_for_test.h"
+
 namespace tarn::spec {
 namespace {
 
@@ -19,10 +21,6 @@ std::string ErrorOf(std::string_view text) {
   if (r.ok()) return "";
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
   return r.status().message();
-}
-
-bool Contains(const std::string& s, std::string_view part) {
-  return s.find(part) != std::string::npos;
 }
 
 TEST(ParseMemoryMibTest, PlainNumberIsMib) {

@@ -42,16 +42,6 @@ ParseResult ParseYaml(std::string_view text, const ParseOptions& o = {}) {
   return ParseAssembly(text, DocumentFormat::kYaml, o);
 }
 
-// Parses, expects exactly one error, at `path`, whose message contains `part`.
-void ExpectOneError(const json& j, std::string_view path, std::string_view part,
-                    const ParseOptions& o = {}) {
-  ParseResult r = ParseJson(j, o);
-  EXPECT_FALSE(r.ok());
-  EXPECT_FALSE(r.assembly.has_value());
-  EXPECT_EQ(ErrorCount(r), 1) << Dump(r);
-  EXPECT_TRUE(HasError(r, path, part)) << "want [" << path << "] ~ " << part << "\n" << Dump(r);
-}
-
 // The assembly of a parse expected to succeed (a copy: callers often parse a temporary).
 // On failure, an assembly with one empty component so that callers can still index it.
 Assembly Ok(const ParseResult& r) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "spec/diagnostic_checks_for_test.h"
 #include "spec/parser.h"
 
 namespace tarn::spec {
@@ -15,12 +16,6 @@ namespace {
 
 using json = nlohmann::json;
 using Env = std::map<std::string, std::string>;
-
-std::string Dump(const ParseResult& r) {
-  std::string out;
-  for (const Diagnostic& d : r.diagnostics) out += FormatDiagnostic("t", d) + "\n";
-  return out;
-}
 
 // Parses YAML that must be valid and returns the assembly (or an empty one after a failure).
 Assembly MustParse(std::string_view yaml) {

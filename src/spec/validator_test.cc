@@ -36,15 +36,6 @@ void ExpectOk(const json& j, const ParseOptions& o = {}) {
   EXPECT_EQ(ErrorCount(r), 0) << Dump(r);
 }
 
-void ExpectOneError(const json& j, std::string_view path, std::string_view part,
-                    const ParseOptions& o = {}) {
-  ParseResult r = Parse(j, o);
-  EXPECT_FALSE(r.ok());
-  EXPECT_EQ(ErrorCount(r), 1) << Dump(r);
-  EXPECT_TRUE(Has(r, Severity::kError, path, part)) << "want [" << path << "] ~ " << part << "\n"
-                                                    << Dump(r);
-}
-
 // ---- names ------------------------------------------------------------------------------
 
 TEST(ValidatorTest, ComponentNameMustBeDnsLabel) {
