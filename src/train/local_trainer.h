@@ -62,6 +62,10 @@ struct LocalTrainingResult {
   double samples_per_second = 0;
 };
 
+// Whether --device `want` can be honoured in this process: ChooseDevice's verdict
+// (model_zoo.h), for callers that include no libtorch header.
+Status CheckDevice(const std::string& want);
+
 StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& options);
 
 }  // namespace tarn::train

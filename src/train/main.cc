@@ -15,7 +15,6 @@
 #include "train/distributed.h"
 #include "train/local_trainer.h"
 #include "train/metrics_server.h"
-#include "train/model_zoo.h"
 #include "train/progress.h"
 
 namespace {
@@ -109,8 +108,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   const bool runs_a_model = cluster->jobs.empty() || cluster->task_type != "ps";
-  if (auto device = tarn::train::ChooseDevice(o.device); runs_a_model && !device.ok()) {
-    std::cerr << "tarn-train: " << device.status().message() << "\n";
+  if (tarn::Status device = tarn::train::CheckDevice(o.device); runs_a_model && !device.ok()) {
+    std::cerr << "tarn-train: " << device.message() << "\n";
     return 2;
   }
   o.log = [](const std::string& line) { std::cout << line << std::endl; };

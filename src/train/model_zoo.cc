@@ -10,6 +10,8 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "train/local_trainer.h"
+
 namespace tarn::train {
 namespace {
 
@@ -114,6 +116,8 @@ StatusOr<torch::Device> ChooseDevice(const std::string& want) {
       std::string("--device cuda: no GPU is visible (CUDA_VISIBLE_DEVICES=") +
       (visible != nullptr ? "\"" + std::string(visible) + "\"" : "unset") + ")");
 }
+
+Status CheckDevice(const std::string& want) { return ChooseDevice(want).status(); }
 
 void SetUpTorch(int threads, bool jit_optimize) {
   at::set_num_threads(std::max(1, threads));
