@@ -610,15 +610,27 @@ TEST(FormatTest, Ages) {
 TEST(FormatTest, NodesQueuesEvents) {
   json nodes = json::parse(R"([{"name": "node-a",
       "capacity": {"vcores": 8, "memory_mb": 16384, "gpus": 2},
-      "free": {"vcores": 6, "memory_mb": 12800, "gpus": 1}, "free_gpus": [1]}])");
+      "free": {"vcores": 6, "memory_mb": 12800, "gpus": 1}, "free_gpus": [1],
+      "gpus": [{"index": 0, "holder": "bob/train/worker-0"}, {"index": 1, "holder": null}]},
+      {"name": "node-b", "capacity": {"vcores": 4, "memory_mb": 4096, "gpus": 0},
+      "free": {"vcores": 4, "memory_mb": 4096, "gpus": 0}, "free_gpus": [], "gpus": []}])");
   EXPECT_EQ(tarn::cli::FormatNodes(nodes),
-            "NAME    FREE VCORES  FREE MEMORY   FREE GPUS  FREE GPU IDS\n"
-            "node-a  6/8          12800Mi/16Gi  1/2        1\n");
+            "NAME    FREE VCORES  FREE MEMORY   FREE GPUS  FREE GPU IDS  GPUS HELD BY\n"
+            "node-a  6/8          12800Mi/16Gi  1/2        1             0:bob/train/worker-0\n"
+            "node-b  4/4          4Gi/4Gi       0/0        -             -\n");
   json queues = json::parse(R"([{"name": "default", "capacity": 50, "maximum_capacity": 100,
-      "used": {"vcores": 2, "memory_mb": 4096, "gpus": 1}, "share": 0.25, "pending": 3}])");
+      "used": {"vcores": 2, "memory_mb": 4096, "gpus": 1}, "share": 0.375, "pending": 3,
+      "users": [{"user": "bob", "used": {"vcores": 2, "memory_mb": 4096, "gpus": 1},
+                 "dominant_share": 0.375, "pending": 0},
+                {"user": "alice", "used": {"vcores": 0, "memory_mb": 0, "gpus": 0},
+                 "dominant_share": 0, "pending": 3}]}])");
   EXPECT_EQ(tarn::cli::FormatQueues(queues),
             "NAME     CAPACITY  MAX CAPACITY  USED                  SHARE  PENDING\n"
-            "default  50%       100%          2 vcores, 4Gi, 1 GPU  25%    3\n");
+            "default  50%       100%          2 vcores, 4Gi, 1 GPU  37.5%  3\n"
+            "\n"
+            "QUEUE    USER   USED                   DOMINANT SHARE  PENDING\n"
+            "default  bob    2 vcores, 4Gi, 1 GPU   37.5%           0\n"
+            "default  alice  0 vcores, 0Mi, 0 GPUs  0%              3\n");
   json events = json::parse(R"([{"time": "2024-01-02T03:04:05Z", "component": "ps",
       "instance": "ps-0", "type": "STARTED", "message": "pid 42"}])");
   EXPECT_EQ(tarn::cli::FormatEvents(events),

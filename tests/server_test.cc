@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -298,6 +299,52 @@ TEST_F(ServerTest, CrashingInstanceBacksOffThenFailsTheAssembly) {
   EXPECT_NE(logs->body.find("going down"), std::string::npos) << logs->body;
 }
 
+// A FAILED assembly starts nothing: flexing it is refused (409, with the reason) and the
+// stored count stays; its healthy component says it was stopped, not FLEXING for ever.
+TEST_F(ServerTest, FlexOfAFailedAssemblyIsRefusedAndChangesNothing) {
+  StartServer();
+  json a = {
+      {"name", "broken"},
+      {"version", "1"},
+      {"components",
+       json::array(
+           {{{"name", "bad"},
+             {"number_of_containers", 1},
+             {"launch_command", "exit 3"},
+             {"resource", {{"cpus", 1}, {"memory", "64"}}},
+             {"configuration",
+              {{"properties", {{"yarn.service.container-failure-per-component.threshold", "1"}}}}}},
+            {{"name", "fine"},
+             {"number_of_containers", 1},
+             {"launch_command", "sleep 1000"},
+             {"resource", {{"cpus", 1}, {"memory", "64"}}}}})}};
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  ASSERT_TRUE(WaitState("broken", "FAILED", 30s));
+  for (const std::string component : {"bad", "fine"}) {
+    Reply r = Call("PUT", "/app/v1/services/broken/components/" + component,
+                   {{"number_of_containers", 2}});
+    EXPECT_EQ(r.status, 409) << r.text;
+    EXPECT_NE(r.text.find("assembly broken is FAILED: flexing it would start nothing"),
+              std::string::npos)
+        << r.text;
+  }
+  WaitFor("fine to be stopped with the assembly", 20s, [&] {
+    Reply s = Call("GET", "/app/v1/services/broken");
+    return s.body["components"][1]["state"] == "STOPPED";
+  });
+  Reply s = Call("GET", "/app/v1/services/broken");
+  EXPECT_EQ(s.body["components"][0]["number_of_containers"], 1) << s.text;
+  EXPECT_EQ(s.body["components"][1]["number_of_containers"], 1) << s.text;
+  EXPECT_EQ(s.body["components"][1]["diagnostics"], "stopped: the assembly failed") << s.text;
+  // What is stored says the same after a restart of the server.
+  ASSERT_TRUE(server_->Terminate());
+  StartServer();
+  s = Call("GET", "/app/v1/services/broken");
+  EXPECT_EQ(s.body["state"], "FAILED") << s.text;
+  EXPECT_EQ(s.body["components"][0]["number_of_containers"], 1) << s.text;
+  EXPECT_EQ(s.body["components"][1]["number_of_containers"], 1) << s.text;
+}
+
 TEST_F(ServerTest, FlexUpAndDown) {
   StartServer();
   ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("flex", 1)).status, 202);
@@ -324,6 +371,15 @@ TEST_F(ServerTest, FlexUpAndDown) {
   EXPECT_EQ(
       Call("PUT", "/app/v1/services/flex/components/nope", {{"number_of_containers", 1}}).status,
       404);
+  // With no queue configured, the default queue is guaranteed the whole cluster, and alice's
+  // one sleeper is her share of it.
+  Reply q = Call("GET", "/tarn/v1/queues");
+  ASSERT_EQ(q.body.size(), 1u) << q.text;
+  EXPECT_EQ(q.body[0]["name"], "default");
+  EXPECT_EQ(q.body[0]["capacity"], 100) << q.text;
+  ASSERT_EQ(q.body[0]["users"].size(), 1u) << q.text;
+  EXPECT_EQ(q.body[0]["users"][0]["user"], "alice");
+  EXPECT_DOUBLE_EQ(q.body[0]["users"][0]["dominant_share"].get<double>(), 1.0 / 64) << q.text;
 }
 
 TEST_F(ServerTest, StopStartDestroy) {
@@ -350,6 +406,129 @@ TEST_F(ServerTest, StopStartDestroy) {
   // asynchronous): seen once under load.
   WaitFor("the shared directory removed", 10s,
           [&] { return !std::filesystem::exists(state_ + "/shared/alice/sss"); });
+}
+
+// Zombie processes whose parent is `parent` (state Z in /proc/<pid>/stat, its fourth field),
+// as "<pid> (<command>)".
+std::vector<std::string> ZombieChildren(pid_t parent) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    const std::string stat = tarn::testing::ReadAll(it->path().string() + "/stat");
+    const size_t paren = stat.rfind(')');  // the command name may hold spaces and ')'
+    if (paren == std::string::npos) continue;
+    char state = 0;
+    int ppid = 0;
+    if (std::sscanf(stat.c_str() + paren + 1, " %c %d", &state, &ppid) == 2 && state == 'Z' &&
+        ppid == parent) {
+      out.push_back(it->path().filename().string() + " " +
+                    stat.substr(stat.find('('), paren + 1 - stat.find('(')));
+    }
+  }
+  return out;
+}
+
+// The server is its shims' subreaper and waits for every one that ends, whether its
+// instance ended by a flex-down, a stop or a destroy: a server with churn that kept them
+// as zombies would run out of pids (and of its pids cgroup long before).
+TEST_F(ServerTest, EndedShimsLeaveNoZombies) {
+  StartServer();
+  const std::string path = "/app/v1/services/churn";
+  auto flex = [&](int n) {
+    ASSERT_EQ(Call("PUT", path + "/components/sleeper", {{"number_of_containers", n}}).status, 200);
+    ASSERT_TRUE(WaitState("churn", "STABLE"));
+    WaitLive(static_cast<size_t>(n));
+  };
+  int ends = 0;
+  for (int round = 0; round < 4; ++round) {
+    ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("churn", 4)).status, 202);
+    ASSERT_TRUE(WaitState("churn", "STABLE"));
+    WaitLive(4);
+    flex(1);
+    flex(4);
+    flex(1);
+    flex(4);
+    ends += 6;
+    ASSERT_EQ(Call("PUT", path, {{"state", "STOPPED"}}).status, 200);
+    // A start is refused (409) until every instance has been seen to stop.
+    WaitFor("a start once the instances have stopped", 20s, [&] {
+      return Call("PUT", path, {{"state", "STARTED"}}).status == 200;
+    });
+    ASSERT_TRUE(WaitState("churn", "STABLE"));
+    WaitLive(4);
+    ASSERT_EQ(Call("DELETE", path).status, 200);
+    WaitFor("destroyed", 20s, [&] { return Call("GET", path).status == 404; });
+    ends += 8;
+  }
+  EXPECT_GE(ends, 50);
+  // Each shim is waited for within a poll of the backend's monitor (the last ones, after the
+  // assembly is gone, too).
+  std::vector<std::string> zombies;
+  WaitFor("no zombie children of the server", 10s, [&] {
+    zombies = ZombieChildren(server_->pid());
+    return zombies.empty();
+  });
+  EXPECT_TRUE(zombies.empty()) << zombies.size() << " zombies after " << ends
+                               << " instance ends, e.g. " << (zombies.empty() ? "" : zombies[0]);
+}
+
+// YARN's ${<INSTANCE>_IP}: a dependent's command, env and template get the address the ps
+// holds; an instance whose peer has no address yet says so and passes nothing on.
+TEST_F(ServerTest, PeersAddressesReachCommandsEnvAndTemplates) {
+  StartServer();
+  json sleeper = {{"number_of_containers", 1},
+                  {"launch_command", "sleep 1000"},
+                  {"resource", {{"cpus", 1}, {"memory", "64"}}}};
+  json ps = sleeper;
+  ps["name"] = "ps";
+  json web = sleeper;
+  web["name"] = "web";
+  web["dependencies"] = {"ps"};
+  web["launch_command"] =
+      "echo \"cmd=${PS-0_IP} env=$PS_ADDR $(cat conf/peers.txt)\" > $TARN_SHARED_DIR/seen.txt; "
+      "sleep 1000";
+  web["configuration"] = {{"env", {{"PS_ADDR", "${PS-0_IP}"}}},
+                          {"files",
+                           {{{"type", "TEMPLATE"},
+                             {"dest_file", "peers.txt"},
+                             {"properties", {{"content", "tpl=${PS-0_IP}"}}}}}}};
+  ASSERT_EQ(Call("POST", "/app/v1/services",
+                 {{"name", "ips"}, {"version", "1"}, {"components", {ps, web}}})
+                .status,
+            202);
+  ASSERT_TRUE(WaitState("ips", "STABLE"));
+  Reply s = Call("GET", "/app/v1/services/ips");
+  const std::string ip = s.body["components"][0]["containers"][0].value("ip", "");
+  ASSERT_EQ(ip.rfind(range_prefix_ + ".", 0), 0u) << s.text;
+  const std::string seen = state_ + "/shared/alice/ips/seen.txt";
+  std::string text;
+  WaitFor("web-0 to write what it saw", 10s, [&] {
+    text = tarn::testing::ReadAll(seen);
+    return !text.empty();
+  });
+  EXPECT_EQ(text, "cmd=" + ip + " env=" + ip + " tpl=" + ip + "\n");
+
+  // "early" names the address of "late", which starts only after early is READY.
+  json early = sleeper;
+  early["name"] = "early";
+  early["launch_command"] = "echo ${LATE-0_IP}; sleep 1000";
+  json late = sleeper;
+  late["name"] = "late";
+  late["dependencies"] = {"early"};
+  ASSERT_EQ(Call("POST", "/app/v1/services",
+                 {{"name", "order"}, {"version", "1"}, {"components", {early, late}}})
+                .status,
+            202);
+  std::string diagnostics;
+  WaitFor("early-0 to say why it cannot start", 20s, [&] {
+    Reply o = Call("GET", "/app/v1/services/order");
+    diagnostics = o.body["components"][0]["containers"][0].value("diagnostics", "");
+    return diagnostics.find("${LATE-0_IP}") != std::string::npos;
+  });
+  EXPECT_NE(diagnostics.find("${LATE-0_IP}: that instance has no address yet (not placed)"),
+            std::string::npos)
+      << diagnostics;
 }
 
 TEST_F(ServerTest, UsersAreIsolated) {
@@ -468,6 +647,37 @@ TEST_F(ServerTest, TwoUsersShareGpusByQueueAndAThirdGangWaitsForRoom) {
            reason.find("GPU") != std::string::npos;
   });
   EXPECT_NE(reason.find("GPU"), std::string::npos) << reason;
+  // Who holds what, and why alice waits: the list names the reason at the assembly's level,
+  // the nodes each GPU's holder, the queues each user's dominant share.
+  Reply list = Call("GET", "/app/v1/services", json(), "alice");
+  std::string listed;
+  for (const json& s : list.body) {
+    if (s.value("name", "") == "more") listed = s.value("diagnostics", "");
+  }
+  EXPECT_NE(listed.find("waiting for resources"), std::string::npos) << list.text;
+  EXPECT_NE(listed.find("GPU"), std::string::npos) << list.text;
+  const std::vector<std::string> env = {"TARN_ADDR=127.0.0.1:" + std::to_string(server_->port()),
+                                        "TARN_USER=alice"};
+  CommandResult cli = RunTarn({"list"}, env, dir_);
+  EXPECT_NE(cli.out.find("waiting for resources"), std::string::npos) << cli.out << cli.err;
+  Reply nodes = Call("GET", "/tarn/v1/nodes", json(), "alice");
+  std::set<std::string> holders;
+  for (const json& g : nodes.body[0]["gpus"]) holders.insert(g.value("holder", ""));
+  EXPECT_EQ(holders, (std::set<std::string>{"alice/train/worker-0", "alice/train/worker-1",
+                                            "bob/train/worker-0", "bob/train/worker-1"}))
+      << nodes.text;
+  Reply queues = Call("GET", "/tarn/v1/queues", json(), "alice");
+  bool saw_alice = false;
+  for (const json& q : queues.body) {
+    if (q.value("name", "") != "research") continue;
+    for (const json& u : q["users"]) {
+      if (u.value("user", "") != "alice") continue;
+      saw_alice = true;
+      EXPECT_DOUBLE_EQ(u.value("dominant_share", 0.0), 0.5) << q.dump();  // 2 of 4 GPUs
+      EXPECT_EQ(u.value("pending", 0), 1) << q.dump();                    // the third gang
+    }
+  }
+  EXPECT_TRUE(saw_alice) << queues.text;
   std::this_thread::sleep_for(1s);
   EXPECT_EQ(lines("alice", "more", "worker-0"), 0);
   // bob's assembly goes: alice's third gang starts in the room it leaves.
@@ -1023,6 +1233,14 @@ TEST_F(ServerTest, LogsFollowStreamsUntilTheRunEnds) {
   EXPECT_NE(r.out.find("line 5\n"), std::string::npos) << r.out;
   EXPECT_GT(seconds, 0.5) << "it followed the run rather than printing what was there";
   EXPECT_TRUE(WaitState("talk", "SUCCEEDED"));
+  // The streamed answers are counted with the status they were sent with.
+  httplib::Client cl("127.0.0.1", server_->port());
+  auto metrics = cl.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->body.find("code=\"-1\""), std::string::npos) << metrics->body;
+  EXPECT_NE(metrics->body.find("tarn_http_requests_total{method=\"GET\",code=\"200\"}"),
+            std::string::npos)
+      << metrics->body;
 }
 
 TEST_F(ServerTest, RunInTheForegroundUntilTheAssemblyFinishes) {

@@ -244,8 +244,11 @@ void ApiServer::Routes() {
       return [self = self, handler](const httplib::Request& req, httplib::Response& res) {
         auto t0 = std::chrono::steady_clock::now();
         handler(req, res);
+        // A handler that sets no status (a streamed body, the logs) is sent as httplib
+        // sends it: 200, or 206 for a range; count what the client gets.
+        const int sent = res.status != -1 ? res.status : req.ranges.empty() ? 200 : 206;
         self->CountRequest(
-            req.method, res.status,
+            req.method, sent,
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       };
     }

@@ -82,10 +82,18 @@ json ServiceSummaryJson(const service::AssemblyStatus& a) {
 json NodesJson(const std::vector<scheduler::NodeUsage>& nodes) {
   json out = json::array();
   for (const auto& n : nodes) {
+    // Each GPU and who holds it ("<user>/<assembly>/<instance>"; null: free), so that whoever
+    // waits for one sees whose work is in the way.
+    json gpus = json::array();
+    for (const auto& g : n.gpus) {
+      gpus.push_back(
+          json{{"index", g.index}, {"holder", g.holder.empty() ? json(nullptr) : json(g.holder)}});
+    }
     out.push_back(json{{"name", n.name},
                        {"capacity", ResourcesJson(n.capacity)},
                        {"free", ResourcesJson(n.free)},
-                       {"free_gpus", n.free_gpus}});
+                       {"free_gpus", n.free_gpus},
+                       {"gpus", std::move(gpus)}});
   }
   return out;
 }
@@ -93,12 +101,21 @@ json NodesJson(const std::vector<scheduler::NodeUsage>& nodes) {
 json QueuesJson(const std::vector<scheduler::QueueUsage>& queues) {
   json out = json::array();
   for (const auto& q : queues) {
+    // DRF's view of the queue: each user's dominant share, the smallest served first.
+    json users = json::array();
+    for (const auto& u : q.users) {
+      users.push_back(json{{"user", u.user},
+                           {"used", ResourcesJson(u.used)},
+                           {"dominant_share", u.share},
+                           {"pending", u.pending}});
+    }
     out.push_back(json{{"name", q.config.name},
                        {"capacity", q.config.guaranteed_share * 100},
                        {"maximum_capacity", q.config.maximum_share * 100},
                        {"used", ResourcesJson(q.used)},
                        {"share", q.share},
-                       {"pending", q.pending}});
+                       {"pending", q.pending},
+                       {"users", std::move(users)}});
   }
   return out;
 }

@@ -102,8 +102,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
-void LogLocalError(const std::string& message) { std::cerr << "tarn: local backend: " + message + "\n"; }
+void LogLocalError(const std::string& message) {
+  std::cerr << "tarn: local backend: " + message + "\n";
+}
 
 scheduler::Resources ResourcesOf(const spec::Component& c) {
   return {c.resource.cpus.value_or(0), c.resource.memory_mib.value_or(0),
@@ -545,6 +546,16 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   LaunchContext ctx = ContextFor(ref.user);
   ctx.container_id = container_id;
   if (!placement.ip.empty()) ctx.ip = placement.ip;
+  // A peer's address exists once the scheduler has placed it (and is kept with its place).
+  ctx.peer_address = [this, prefix = ref.user + "/" + ref.assembly + "/"](const std::string& peer) {
+    const std::string key = prefix + peer;
+    StatusOr<scheduler::Decision> d = [&] {
+      std::lock_guard<std::mutex> lock(scheduler_mu_);
+      return scheduler_->Get(key);
+    }();
+    if (!d.ok() || !std::holds_alternative<scheduler::Placed>(*d)) return std::string();
+    return AddressOf(key);
+  };
   if (options_.run_as) {
     ctx.run_as = *options_.run_as;
   } else {
@@ -833,6 +844,7 @@ void LocalBackend::CheckContainersForTest() { CheckContainers(); }
 void LocalBackend::WaitForIdleForTest() { work_->WaitIdle(); }
 
 void LocalBackend::CheckContainers() {
+  options_.runtime->ReapEnded();  // shims that ended after their instance was let go
   std::vector<std::pair<std::string, Watched>> watched;
   {
     std::lock_guard<std::mutex> lock(mu_);

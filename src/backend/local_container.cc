@@ -1,6 +1,7 @@
 #include "backend/local_container.h"
 
 #include <algorithm>
+#include <set>
 
 #include "spec/config_render.h"
 #include "spec/plan.h"
@@ -37,6 +38,10 @@ StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& a,
                                                  a, c, index, ctx.user, ctx.domain);
   vars.Set("CONTAINER_ID", ctx.container_id);
   vars.Set("SERVICE_HDFS_DIR", shared);
+  vars.SetAddressLookup([&](const std::string& peer) {
+    if (peer == instance) return ctx.ip;
+    return ctx.peer_address ? ctx.peer_address(peer) : std::string();
+  });
 
   runtime::ContainerSpec s;
   s.id = ctx.user + "/" + a.name + "/" + instance;
@@ -87,8 +92,17 @@ StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& a,
   if (!has("HOME")) add("HOME", s.work_dir);
   for (const auto& [k, v] : env) s.env.push_back(k + "=" + v);
 
+  // ${<INSTANCE>_IP} of an instance that holds no address yet is never passed on as written
+  // (a shell would read ${PS-0_IP} as "PS, else 0_IP").
+  std::set<std::string> unplaced;
+  auto check = [&](const std::string& text) {
+    for (std::string& peer : spec::UnresolvedAddresses(text, vars)) unplaced.insert(peer);
+  };
+  check(command);
+  for (const std::string& e : s.env) check(e);
   for (const spec::ConfigFile& f : c.configuration.files) {
     ASSIGN_OR_RETURN(std::string content, spec::RenderConfigFile(f, vars));
+    check(content);
     if (!f.dest_file.empty() && f.dest_file[0] == '/') {
       // Inside an image: written under conf/ and mounted at its place.
       std::string rel = "conf/abs" + f.dest_file;
@@ -97,6 +111,16 @@ StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& a,
     } else {
       s.files.push_back({"conf/" + f.dest_file, std::move(content)});
     }
+  }
+  if (!unplaced.empty()) {
+    std::string names;
+    for (const std::string& peer : unplaced) {
+      names += (names.empty() ? "" : ", ") + ("${" + spec::AddressVariable(peer) + "}");
+    }
+    return FailedPreconditionError(
+        names + ": " + (unplaced.size() == 1 ? "that instance has" : "those instances have") +
+        " no address yet (not placed); an instance that needs a peer's address starts after "
+        "the peer's component (its dependencies), or in one gang with it");
   }
   return s;
 }

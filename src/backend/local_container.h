@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct LaunchContext {
   std::string system_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   // The ports of the assembly's instances (TARN_PORT_*, TF_CONFIG); empty: the declared ones.
   spec::PortLookup ports;
+  // The address of another instance of the assembly ("ps-0") for ${PS-0_IP}: "" while it has
+  // none. Unset: every such address is unknown.
+  std::function<std::string(const std::string& instance)> peer_address;
 };
 
 // <state>/containers/<user>/<assembly>/<instance>, <state>/shims/..., <state>/shared/...

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "runtime/shim_runtime.h"
@@ -91,6 +92,46 @@ TEST(BuildContainerSpec, TrainingWorkerGetsItsGpusAndTfConfig) {
             "},\"task\":{\"index\":1,\"type\":\"worker\"}}");
   EXPECT_EQ(runtime::EnvValue(*s, "OMP_NUM_THREADS"), "1");  // from the service-level env
   EXPECT_EQ(s->limits.memory_mib, 2048);
+}
+
+// ${<INSTANCE>_IP} is the address the backend holds for that instance, in the command, the
+// environment and templates; one that holds none yet fails the start with the reason
+// instead of reaching the shell as written.
+TEST(BuildContainerSpec, PeersAddressesAreSubstitutedOrTheStartSaysWhyNot) {
+  spec::ParseResult parsed =
+      spec::ParseAssembly(R"({"name": "ips", "version": "1", "components": [
+    {"name": "ps", "number_of_containers": 2, "launch_command": "sleep 100",
+     "resource": {"cpus": 1, "memory": "64"}},
+    {"name": "web", "number_of_containers": 1, "dependencies": ["ps"],
+     "launch_command": "serve --ps ${PS-0_IP}:2222 --me ${WEB-0_IP}",
+     "resource": {"cpus": 1, "memory": "64"},
+     "configuration": {"env": {"PS_ADDR": "${PS-0_IP}"},
+       "files": [{"type": "TEMPLATE", "dest_file": "peers.txt",
+                  "properties": {"content": "ps=${PS-0_IP} other=${PS-1_IP}"}}]}}]})",
+                          spec::DocumentFormat::kJson, {"alice", "tarn", {}, ""});
+  ASSERT_TRUE(parsed.ok());
+  const spec::Assembly& a = *parsed.assembly;
+  ASSERT_EQ(a.components.size(), 2u);
+  LaunchContext ctx = Context();
+  std::map<std::string, std::string> placed = {{"ps-0", "127.42.0.2"}, {"ps-1", "127.42.0.3"}};
+  ctx.peer_address = [&](const std::string& peer) {
+    auto it = placed.find(peer);
+    return it == placed.end() ? std::string() : it->second;
+  };
+  auto s = BuildContainerSpec(a, a.components[1], 0, {}, ctx);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->argv.back(), "serve --ps 127.42.0.2:2222 --me 127.42.0.5");
+  EXPECT_EQ(runtime::EnvValue(*s, "PS_ADDR"), "127.42.0.2");
+  ASSERT_EQ(s->files.size(), 1u);
+  EXPECT_EQ(s->files[0].content, "ps=127.42.0.2 other=127.42.0.3");
+
+  placed.erase("ps-1");
+  auto waiting = BuildContainerSpec(a, a.components[1], 0, {}, ctx);
+  ASSERT_FALSE(waiting.ok());
+  EXPECT_NE(
+      waiting.status().message().find("${PS-1_IP}: that instance has no address yet (not placed)"),
+      std::string::npos)
+      << waiting.status().ToString();
 }
 
 TEST(BuildContainerSpec, AnAssemblysOwnPathWins) {

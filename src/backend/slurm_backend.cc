@@ -90,7 +90,9 @@ namespace fs = std::filesystem;
 constexpr int kMissesBeforeLost = 3;
 constexpr auto kNodesMaxAge = std::chrono::seconds(5);
 
-void LogSlurmError(const std::string& message) { std::cerr << "tarn: slurm backend: " + message + "\n"; }
+void LogSlurmError(const std::string& message) {
+  std::cerr << "tarn: slurm backend: " + message + "\n";
+}
 
 // What a Launch recorded in the instance directory for `container_id`: "<job id>
 // <container id>", and for a gang member " <het group>" (its job id is the gang's).
@@ -304,9 +306,9 @@ Status SlurmBackend::RequestPlacement(const spec::Assembly& assembly,
     const std::string gang_key = first.user + "/" + first.assembly;
     if (!nodes.empty() && g.components.size() > nodes.size()) {
       LogSlurmError(gang_key + ": its gang has " + std::to_string(g.components.size()) +
-               " components but Slurm has " + std::to_string(nodes.size()) +
-               " nodes, and puts the components of a heterogeneous job on distinct nodes: its "
-               "members run as jobs of their own");
+                    " components but Slurm has " + std::to_string(nodes.size()) +
+                    " nodes, and puts the components of a heterogeneous job on distinct nodes: its "
+                    "members run as jobs of their own");
     } else {
       std::lock_guard<std::mutex> lock(mu_);
       Gang* old = FindGang(gang_key);
@@ -459,6 +461,13 @@ StatusOr<runtime::ContainerSpec> SlurmBackend::PrepareInstance(const spec::Assem
   LaunchContext ctx = ContextFor(ref.user);
   ctx.container_id = container_id;
   ctx.ip = "";  // known only where the job runs: the batch script passes TARN_IP to the shim
+  // A peer's address is its node's, once its job runs and has reported it.
+  ctx.peer_address = [dir = AssemblyDir(ref.user, ref.assembly)](const std::string& peer) {
+    StatusOr<std::string> text = ReadFileToString(dir + "/" + peer + "/address", 4096);
+    if (!text.ok()) return std::string();
+    StatusOr<ReportedAddress> a = ParseAddressFile(*text);
+    return a.ok() ? a->ip : std::string();
+  };
   ASSIGN_OR_RETURN(ctx.ports, AssignPorts(assembly, ref));
   ASSIGN_OR_RETURN(runtime::ContainerSpec spec,
                    BuildContainerSpec(assembly, component, ref.index, {}, ctx));
@@ -625,7 +634,7 @@ bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& ga
   }
   auto refuse = [&](const std::string& why) {
     LogSlurmError(gang_key + ": the gang's heterogeneous job: " + why +
-             "; its members run as jobs of their own");
+                  "; its members run as jobs of their own");
     std::lock_guard<std::mutex> lock(mu_);
     gangs_.at(gang_key).over = true;
     return false;
@@ -735,7 +744,7 @@ void SlurmBackend::SignalStep(const std::string& key, int64_t component_job, int
   StatusOr<CommandResult> r = RunSlurm(argv);
   if (!r.ok() || !r->success()) {
     LogSlurmError(key + ": scancel " + argv.back() + ": " +
-             (r.ok() ? SlurmError(r->err) : r.status().message()));
+                  (r.ok() ? SlurmError(r->err) : r.status().message()));
   }
 }
 
@@ -782,7 +791,7 @@ void SlurmBackend::DoStop(const InstanceRef& ref, const std::string& container_i
   StatusOr<CommandResult> r = RunSlurm({"scancel", target});
   if (!r.ok() || !r->success()) {
     LogSlurmError(key + ": scancel " + target + ": " +
-             (r.ok() ? SlurmError(r->err) : r.status().message()));
+                  (r.ok() ? SlurmError(r->err) : r.status().message()));
   }
   // The poller reports the end when squeue shows it.
 }
@@ -851,7 +860,8 @@ void SlurmBackend::DoCleanup(const InstanceRef& ref, bool logs) {
   const std::string key = ref.Key();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (tracked_.count(key)) return LogSlurmError(key + ": cleanup: its Slurm job still runs; left");
+    if (tracked_.count(key))
+      return LogSlurmError(key + ": cleanup: its Slurm job still runs; left");
     if (logs) exits_.Forget(key);  // the instance is gone for good
   }
   if (!logs) return;  // the logs stay until the next start moves them to *.previous

@@ -206,31 +206,48 @@ std::string FormatProgress(const json& service) {
 }
 
 std::string FormatNodes(const json& nodes) {
-  Table table({"NAME", "FREE VCORES", "FREE MEMORY", "FREE GPUS", "FREE GPU IDS"});
+  Table table({"NAME", "FREE VCORES", "FREE MEMORY", "FREE GPUS", "FREE GPU IDS", "GPUS HELD BY"});
   if (nodes.is_array()) {
     for (const json& n : nodes) {
+      std::string held;  // "0:bob/train/worker-0 2:alice/fmnist/serving-1"
+      for (const json& g : Array(n, "gpus")) {
+        const json& holder = Field(g, "holder");
+        if (!holder.is_string()) continue;
+        held +=
+            (held.empty() ? "" : " ") + Number(Field(g, "index")) + ":" + holder.get<std::string>();
+      }
       table.AddRow({Text(n, "name"), FreeOfTotal(n, "vcores", false),
                     FreeOfTotal(n, "memory_mb", true), FreeOfTotal(n, "gpus", false),
-                    JoinInts(Field(n, "free_gpus"))});
+                    JoinInts(Field(n, "free_gpus")), held.empty() ? kNone : held});
     }
   }
   return table.Render();
 }
 
 std::string FormatQueues(const json& queues) {
+  auto percent = [](const json& v) { return v.is_number() ? Number(v) + "%" : kNone; };
+  auto share_of = [&](const json& v) {
+    return v.is_number() ? percent(json(std::round(v.get<double>() * 1000) / 10)) : kNone;
+  };
   Table table({"NAME", "CAPACITY", "MAX CAPACITY", "USED", "SHARE", "PENDING"});
+  // Inside a queue, DRF serves the user with the smallest dominant share first.
+  Table users({"QUEUE", "USER", "USED", "DOMINANT SHARE", "PENDING"});
   if (queues.is_array()) {
     for (const json& q : queues) {
-      auto percent = [](const json& v) { return v.is_number() ? Number(v) + "%" : kNone; };
-      const json& share = Field(q, "share");
       const json& pending = Field(q, "pending");
       table.AddRow({Text(q, "name"), percent(Field(q, "capacity")),
                     percent(Field(q, "maximum_capacity")), Resources(Field(q, "used")),
-                    share.is_number() ? percent(json(share.get<double>() * 100)) : kNone,
+                    share_of(Field(q, "share")),
                     pending.is_array() ? std::to_string(pending.size()) : Number(pending)});
+      for (const json& u : Array(q, "users")) {
+        users.AddRow({Text(q, "name"), Text(u, "user"), Resources(Field(u, "used")),
+                      share_of(Field(u, "dominant_share")), Number(Field(u, "pending"))});
+      }
     }
   }
-  return table.Render();
+  std::string out = table.Render();
+  if (users.rows() > 0) out += "\n" + users.Render();
+  return out;
 }
 
 std::string FormatEvents(const json& events) {

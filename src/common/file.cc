@@ -66,6 +66,16 @@ Status MakeDirectories(const std::string& path, mode_t mode) {
   return OkStatus();
 }
 
+Status RemoveOutOfSight(const std::string& dir, const std::string& name) {
+  const std::string from = dir + "/" + name;
+  const std::string hidden = dir + "/.removing-" + name + "-" + std::to_string(::getpid());
+  if (::rename(from.c_str(), hidden.c_str()) != 0) {
+    if (errno == ENOENT) return OkStatus();
+    return InternalError(from + ": cannot move out of sight: " + std::strerror(errno));
+  }
+  return RemoveTree(hidden);
+}
+
 Status RemoveTree(const std::string& path) {
   std::error_code ec;
   std::filesystem::remove_all(path, ec);

@@ -22,4 +22,9 @@ Status MakeDirectories(const std::string& path, mode_t mode = 0755);
 // name the path and the reason.
 Status RemoveTree(const std::string& path);
 
+// Removes `dir`/`name` so that nobody listing `dir` sees it half-removed: it is renamed to a
+// hidden name in `dir` (".removing-<name>-<pid>") first, then deleted. Nothing to remove is
+// not an error.
+Status RemoveOutOfSight(const std::string& dir, const std::string& name);
+
 }  // namespace tarn

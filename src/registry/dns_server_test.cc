@@ -96,7 +96,6 @@ Dig ParseDig(const std::string& output) {
   return d;
 }
 
-
 sockaddr_in Loopback(uint16_t port) {
   sockaddr_in a{};
   a.sin_family = AF_INET;

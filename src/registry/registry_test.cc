@@ -12,7 +12,6 @@
 namespace tarn::registry {
 namespace {
 
-
 // The answers of a lookup as "TYPE data" strings, in order.
 std::vector<std::string> Rendered(std::span<const ResourceRecord> records) {
   std::vector<std::string> out;

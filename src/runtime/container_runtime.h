@@ -40,6 +40,10 @@ class ContainerRuntime {
                                         std::chrono::milliseconds timeout) = 0;
   // Deletes what is left of an exited container (its shim directory and logs).
   virtual Status Remove(const std::string& shim_dir) = 0;
+  // Waits for the processes of containers that have ended and whose parent this process is
+  // (a runtime whose supervisors are its children, or re-parented to it), so that none stays
+  // a zombie. Callers call it from time to time; State() may do it too.
+  virtual void ReapEnded() {}
 };
 
 }  // namespace tarn::runtime

@@ -17,7 +17,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-
 class DockerRuntimeTest : public ::testing::Test {
  protected:
   void SetUp() override {

@@ -1,11 +1,9 @@
 #include "runtime/shim_runtime.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,31 +45,41 @@ bool ShimAlive(const ShimPid& s) {
   return stat->start_time == s.start_time;
 }
 
-Status RemoveTree(const std::string& path) {
-  DIR* d = ::opendir(path.c_str());
-  if (d == nullptr)
-    return errno == ENOENT ? OkStatus() : InternalError(path + ": " + std::strerror(errno));
-  while (dirent* e = ::readdir(d)) {
-    std::string name = e->d_name;
-    if (name == "." || name == "..") continue;
-    std::string child = path + "/" + name;
-    struct stat st {};
-    if (::lstat(child.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-      RETURN_IF_ERROR(RemoveTree(child));
-    } else if (::unlink(child.c_str()) != 0) {
-      ::closedir(d);
-      return InternalError(child + ": " + std::strerror(errno));
-    }
+// Waits, without blocking, for process `pid` if it is a zombie and `ours(its stat)` holds.
+// Through a pidfd taken before the check, so that the wait is for the process checked and
+// never for a later one that reused the pid (another thread may have reaped it meanwhile).
+// ECHILD (not our child, or reaped already) is harmless.
+template <typename Check>
+void ReapZombie(pid_t pid, const Check& ours) {
+  const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (fd < 0) return;
+  auto stat = ReadProcStat(pid);
+  if (stat && stat->state == 'Z' && ours(*stat)) {
+    siginfo_t info{};
+    ::waitid(P_PIDFD, static_cast<id_t>(fd), &info, WEXITED | WNOHANG);
   }
-  ::closedir(d);
-  if (::rmdir(path.c_str()) != 0) return InternalError(path + ": " + std::strerror(errno));
-  return OkStatus();
+  ::close(fd);
+}
+
+// The shim that recorded (pid, start time), once it has ended. One still exiting is left to
+// ReapEnded().
+void ReapIfEnded(pid_t pid, const std::string& start_time) {
+  ReapZombie(pid, [&](const ProcStat& s) { return s.start_time == start_time; });
 }
 
 }  // namespace
 
 ShimRuntime::ShimRuntime(Options options) : options_(std::move(options)) {
   if (options_.reap_shims) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
+  shim_comm_ = options_.shim_binary.substr(options_.shim_binary.rfind('/') + 1).substr(0, 15);
+}
+
+void ShimRuntime::ReapEnded() {
+  // Only shims: the server's other children (commands it runs) are waited for by whoever
+  // started them. A zombie stays one until waited for, so its pid cannot be reused meanwhile.
+  for (pid_t pid : ChildProcesses()) {
+    ReapZombie(pid, [&](const ProcStat& s) { return s.comm == shim_comm_; });
+  }
 }
 
 namespace {
@@ -169,6 +177,9 @@ StatusOr<ContainerState> ShimRuntime::State(const std::string& shim_dir) const {
     }
     st.phase = ContainerState::Phase::kExited;
     st.diagnostics = st.exit.diagnostics;
+    // The shim writes exit.json just before it exits: wait for it now or later, so that it
+    // does not stay a zombie of ours once its directory is removed.
+    if (auto pid = ReadShimPid(shim_dir)) ReapIfEnded(pid->pid, pid->start_time);
     return st;
   }
   auto pid = ReadShimPid(shim_dir);
@@ -179,10 +190,8 @@ StatusOr<ContainerState> ShimRuntime::State(const std::string& shim_dir) const {
     return st;
   }
   st.shim_pid = pid->pid;
-  // A shim re-parented to us (we are its subreaper) is reaped here once it has exited;
-  // for any other process this fails harmlessly with ECHILD.
-  ::waitpid(pid->pid, nullptr, WNOHANG);
   if (ShimAlive(*pid)) return st;
+  ReapIfEnded(pid->pid, pid->start_time);  // a shim re-parented to us (its subreaper) that ended
   // The shim may have written exit.json between our two reads.
   if (::access((shim_dir + "/exit.json").c_str(), F_OK) == 0) return State(shim_dir);
   st.phase = ContainerState::Phase::kLost;

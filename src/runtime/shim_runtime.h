@@ -1,6 +1,8 @@
 // ShimRuntime: containers as processes under tarn-shim, isolated with PID, mount, UTS and
 // IPC namespaces and a cgroup (memory, CPU, pids, devices) when tarn runs as root. Without
-// root it runs a plain process group and says so in Warning(). Thread-compatible.
+// root it runs a plain process group and says so in Warning(). As its shims' subreaper it
+// waits for every shim that ends (State() and ReapEnded(), which may run on different
+// threads and race harmlessly); otherwise thread-compatible.
 #pragma once
 
 #include <memory>
@@ -35,9 +37,13 @@ class ShimRuntime final : public ContainerRuntime {
   StatusOr<ContainerState> Wait(const std::string& shim_dir,
                                 std::chrono::milliseconds timeout) override;
   Status Remove(const std::string& shim_dir) override;
+  // Waits for every shim that has ended and is a zombie of this process (its subreaper),
+  // however its end was seen, or not seen (its directory removed first).
+  void ReapEnded() override;
 
  private:
   Options options_;
+  std::string shim_comm_;  // the shim's command name in /proc (its file name, 15 bytes)
 };
 
 }  // namespace tarn::runtime

@@ -92,7 +92,12 @@ StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
                                 std::to_string(static_cast<int>(total * 100 + 0.5)) +
                                 "%, more than the whole cluster");
   }
-  if (!names.count("default")) out.push_back(QueueConfig{"default", 0, 1, {}});
+  // An implicit default queue is guaranteed what no configured queue is (all of it when none
+  // is), as YARN's capacities of sibling queues add up to 100%.
+  if (!names.count("default")) {
+    const double rest = 1.0 - total;
+    out.push_back(QueueConfig{"default", rest > 1e-9 ? rest : 0.0, 1, {}});
+  }
   return out;
 }
 

@@ -33,7 +33,8 @@ void ExpectError(const json& queues, const std::vector<std::string>& parts) {
   }
 }
 
-const QueueConfig kDefault{"default", 0, 1, {}};
+// With no queue configured, the implicit default is guaranteed the whole cluster.
+const QueueConfig kDefault{"default", 1, 1, {}};
 
 TEST(ParseQueuesTest, NullGivesOnlyTheDefaultQueue) {
   auto parsed = ParseQueues(json());
@@ -63,8 +64,10 @@ TEST(ParseQueuesTest, YarnNamesArePercentagesAndAclIsAUserList) {
   EXPECT_DOUBLE_EQ(q.guaranteed_share, 0.4);
   EXPECT_DOUBLE_EQ(q.maximum_share, 0.6);
   EXPECT_EQ(q.allowed_users, (std::vector<std::string>{"alice", "bob"}));
-  // "default" is appended after the configured queues.
-  EXPECT_EQ((*parsed)[1], kDefault);
+  // "default" is appended after the configured queues, guaranteed the 60% they leave.
+  EXPECT_EQ((*parsed)[1].name, "default");
+  EXPECT_DOUBLE_EQ((*parsed)[1].guaranteed_share, 0.6);
+  EXPECT_DOUBLE_EQ((*parsed)[1].maximum_share, 1.0);
 }
 
 TEST(ParseQueuesTest, FractionalPercentages) {
@@ -153,7 +156,7 @@ TEST(ParseQueuesTest, CapacitiesSummingToExactlyHundredAreAccepted) {
   auto parsed = ParseQueues(queues);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->size(), 11u);
-  EXPECT_EQ(parsed->back(), kDefault);
+  EXPECT_EQ(parsed->back(), (QueueConfig{"default", 0, 1, {}}));  // nothing is left for it
 }
 
 TEST(ParseQueuesTest, ValidNameCharacters) {

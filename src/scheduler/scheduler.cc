@@ -10,8 +10,12 @@ namespace {
 
 constexpr double kEpsilon = 1e-9;
 
+// "50%", "37.5%": to a tenth of a percent, without trailing zeros.
 std::string Percent(double share) {
-  return std::to_string(static_cast<int>(std::lround(share * 100))) + "%";
+  const long tenths = std::lround(share * 1000);
+  std::string out = std::to_string(tenths / 10);
+  if (tenths % 10 != 0) out += "." + std::to_string(tenths % 10);
+  return out + "%";
 }
 
 }  // namespace
@@ -38,8 +42,15 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
     }
   }
   bool has_default = false;
-  for (const QueueConfig& q : options.queues) has_default |= q.name == "default";
-  if (!has_default) options.queues.push_back(QueueConfig{"default", 0, 1, {}});
+  double guaranteed = 0;
+  for (const QueueConfig& q : options.queues) {
+    has_default |= q.name == "default";
+    guaranteed += q.guaranteed_share;
+  }
+  if (!has_default) {  // as ParseQueues adds it: guaranteed what the others leave
+    options.queues.push_back(
+        QueueConfig{"default", guaranteed < 1 - 1e-9 ? 1 - guaranteed : 0, 1, {}});
+  }
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(options)));
 }
 
@@ -47,7 +58,7 @@ Scheduler::Scheduler(Options options) : clock_(*options.clock) {
   for (NodeSpec& spec : options.nodes) {
     NodeState n;
     n.free = spec.capacity();
-    n.gpu_used.assign(spec.gpus.size(), false);
+    n.gpu_holder.assign(spec.gpus.size(), "");
     total_ += n.free;
     largest_node_.vcores = std::max(largest_node_.vcores, n.free.vcores);
     largest_node_.memory_mib = std::max(largest_node_.memory_mib, n.free.memory_mib);
@@ -242,9 +253,10 @@ void Scheduler::Assign(Task& task, int node) {
   max_free_stale_ = true;
   task.gpus.clear();
   for (size_t g = 0;
-       g < n.gpu_used.size() && static_cast<int64_t>(task.gpus.size()) < task.resources.gpus; ++g) {
-    if (!n.gpu_used[g]) {
-      n.gpu_used[g] = true;
+       g < n.gpu_holder.size() && static_cast<int64_t>(task.gpus.size()) < task.resources.gpus;
+       ++g) {
+    if (n.gpu_holder[g].empty()) {
+      n.gpu_holder[g] = task.id;
       task.gpus.push_back(n.spec.gpus[g].index);
     }
   }
@@ -259,7 +271,7 @@ void Scheduler::Unassign(Task& task) {
   max_free_stale_ = true;
   for (int index : task.gpus) {
     for (size_t g = 0; g < n.spec.gpus.size(); ++g) {
-      if (n.spec.gpus[g].index == index) n.gpu_used[g] = false;
+      if (n.spec.gpus[g].index == index) n.gpu_holder[g].clear();
     }
   }
   task.gpus.clear();
@@ -349,8 +361,10 @@ std::vector<Placement> Scheduler::Schedule() {
         uint64_t seq = c->units[c->next];
         Unit& unit = units_.at(seq);
         if (!WithinMaximum(q, unit.total)) {
-          SetReason(unit, "queue " + q.config.name + " is at its maximum share (" +
-                              Percent(q.config.maximum_share) + " of the cluster)");
+          SetReason(unit, "queue " + q.config.name + " holds " +
+                              Percent(DominantShare(q.used, total_)) + " of the cluster; " +
+                              ToString(unit.total) + " more would take it past its maximum " +
+                              "share (" + Percent(q.config.maximum_share) + ")");
           continue;
         }
         std::string reason;
@@ -440,7 +454,7 @@ Status Scheduler::Restore(const Request& request, const std::string& node,
   for (int index : gpus) {
     size_t g = 0;
     while (g < n.spec.gpus.size() && n.spec.gpus[g].index != index) ++g;
-    if (g == n.spec.gpus.size() || n.gpu_used[g] ||
+    if (g == n.spec.gpus.size() || !n.gpu_holder[g].empty() ||
         std::find(slots.begin(), slots.end(), g) != slots.end()) {
       return FailedPreconditionError("GPU " + std::to_string(index) + " of node \"" + node +
                                      "\" is unknown or already taken");
@@ -462,7 +476,7 @@ Status Scheduler::Restore(const Request& request, const std::string& node,
   t.gpus = gpus;
   n.free -= request.resources;
   max_free_stale_ = true;
-  for (size_t g : slots) n.gpu_used[g] = true;
+  for (size_t g : slots) n.gpu_holder[g] = request.id;
   unit.tasks.push_back(t.id);
   QueueState& q = queues_[queue];
   q.used += request.resources;
@@ -475,7 +489,14 @@ Status Scheduler::Restore(const Request& request, const std::string& node,
 std::vector<QueueUsage> Scheduler::Queues() const {
   std::vector<QueueUsage> out;
   for (const QueueState& q : queues_) {
-    out.push_back({q.config, q.used, DominantShare(q.used, total_), q.pending_units});
+    QueueUsage u{q.config, q.used, DominantShare(q.used, total_), q.pending_units, {}};
+    for (const auto& [user, uq] : q.users) {
+      u.users.push_back({user, uq.used, DominantShare(uq.used, total_), uq.pending.size()});
+    }
+    std::sort(u.users.begin(), u.users.end(), [](const UserUsage& a, const UserUsage& b) {
+      return a.share != b.share ? a.share > b.share : a.user < b.user;
+    });
+    out.push_back(std::move(u));
   }
   return out;
 }
@@ -483,9 +504,10 @@ std::vector<QueueUsage> Scheduler::Queues() const {
 std::vector<NodeUsage> Scheduler::Nodes() const {
   std::vector<NodeUsage> out;
   for (const NodeState& n : nodes_) {
-    NodeUsage u{n.spec.name, n.spec.capacity(), n.free, {}};
-    for (size_t g = 0; g < n.gpu_used.size(); ++g) {
-      if (!n.gpu_used[g]) u.free_gpus.push_back(n.spec.gpus[g].index);
+    NodeUsage u{n.spec.name, n.spec.capacity(), n.free, {}, {}};
+    for (size_t g = 0; g < n.gpu_holder.size(); ++g) {
+      if (n.gpu_holder[g].empty()) u.free_gpus.push_back(n.spec.gpus[g].index);
+      u.gpus.push_back({n.spec.gpus[g].index, n.gpu_holder[g]});
     }
     out.push_back(std::move(u));
   }

@@ -53,11 +53,27 @@ struct Placement {
   std::vector<int> gpus;
 };
 
+// One user's part of a queue: what DRF orders the queue's users by (the smallest dominant
+// share goes first).
+struct UserUsage {
+  std::string user;
+  Resources used;
+  double share = 0;    // dominant share of the cluster
+  size_t pending = 0;  // requests (a gang counts once) waiting
+};
+
 struct QueueUsage {
   QueueConfig config;
   Resources used;
   double share = 0;  // dominant share of the cluster
   size_t pending = 0;
+  std::vector<UserUsage> users;  // every user holding or waiting for something; by share
+};
+
+// A GPU of a node and the request (the instance key) that holds it; "" when free.
+struct GpuHolder {
+  int index = 0;
+  std::string holder;
 };
 
 struct NodeUsage {
@@ -65,6 +81,7 @@ struct NodeUsage {
   Resources capacity;
   Resources free;
   std::vector<int> free_gpus;
+  std::vector<GpuHolder> gpus;  // every GPU, in the node's order
 };
 
 class Scheduler {
@@ -134,7 +151,7 @@ class Scheduler {
   struct NodeState {
     NodeSpec spec;
     Resources free;
-    std::vector<bool> gpu_used;
+    std::vector<std::string> gpu_holder;  // per GPU: the task holding it, "" when free
   };
 
   explicit Scheduler(Options options);

@@ -228,6 +228,18 @@ TEST_F(SchedulerTest, FragmentedGpusGiveAPendingReason) {
   EXPECT_EQ(p[0].gpus, (std::vector<int>{0, 1}));
 }
 
+// The reason says what the queue holds and what the request would add: a queue below its
+// cap is not "at" it.
+TEST_F(SchedulerTest, AQueueBelowItsMaximumSaysWhatTheRequestWouldAdd) {
+  Make({Node("n1", 8, 100000)}, {{"batch", 0, 0.5, {}}});
+  for (int i = 0; i < 3; ++i) Submit("b/" + std::to_string(i), "b", {1, 100, 0}, "batch");
+  Submit("b/big", "b", {2, 100, 0}, "batch");
+  sched_->Schedule();
+  EXPECT_EQ(PendingReason("b/big"),
+            "queue batch holds 37.5% of the cluster; 2 vcores, 100 MiB more would take it past "
+            "its maximum share (50%)");
+}
+
 TEST_F(SchedulerTest, QueuesBelowTheirGuaranteeComeFirst) {
   Make({Node("n1", 10, 100000)}, {{"prod", 0.7, 1.0, {}}, {"research", 0.3, 1.0, {}}});
   // prod submits everything first; research still reaches its 30%.
@@ -242,7 +254,9 @@ TEST_F(SchedulerTest, QueueNeverPassesItsMaximumShare) {
   Make({Node("n1", 10, 100000)}, {{"batch", 0, 0.5, {}}});
   for (int i = 0; i < 10; ++i) Submit("b/" + std::to_string(i), "b", {1, 100, 0}, "batch");
   EXPECT_EQ(sched_->Schedule().size(), 5u);
-  EXPECT_EQ(PendingReason("b/7"), "queue batch is at its maximum share (50% of the cluster)");
+  EXPECT_EQ(PendingReason("b/7"),
+            "queue batch holds 50% of the cluster; 1 vcore, 100 MiB more would take it past its "
+            "maximum share (50%)");
   // The default queue is not held back by batch's cap.
   Submit("d/0", "d", {5, 100, 0});
   sched_->Schedule();

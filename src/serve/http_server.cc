@@ -57,7 +57,10 @@ class Session;
 class HttpServer::Impl {
  public:
   Impl(Options options, HttpHandler handler)
-      : options_(std::move(options)), handler_(std::move(handler)), acceptor_(ioc_) {}
+      : options_(std::move(options)),
+        handler_(std::move(handler)),
+        acceptor_(ioc_),
+        work_(net::make_work_guard(ioc_)) {}
 
   Status Listen();
   void Accept();
@@ -67,8 +70,9 @@ class HttpServer::Impl {
       threads_.emplace_back([this] { ioc_.run(); });
     }
   }
-  void Drain(std::chrono::milliseconds deadline);
+  size_t Drain(std::chrono::milliseconds deadline);
   void Stop() {
+    work_.reset();
     ioc_.stop();
     for (std::thread& t : threads_) t.join();
     threads_.clear();
@@ -93,6 +97,10 @@ class HttpServer::Impl {
   std::map<Session*, std::weak_ptr<Session>> sessions_;  // guarded by mu_
   net::io_context ioc_;
   tcp::acceptor acceptor_;
+  // Keeps the I/O threads running while nothing is pending on a socket: a request waiting
+  // for its batch is only a Responder held by another thread. Without it, closing the
+  // acceptor (Drain) left no work, run() returned, and those answers were never written.
+  net::executor_work_guard<net::io_context::executor_type> work_;
   std::atomic<bool> draining_{false};
   std::vector<std::thread> threads_;
 };
@@ -265,7 +273,7 @@ void HttpServer::Impl::Accept() {
   });
 }
 
-void HttpServer::Impl::Drain(std::chrono::milliseconds deadline) {
+size_t HttpServer::Impl::Drain(std::chrono::milliseconds deadline) {
   draining_ = true;
   net::post(ioc_, [this] {
     beast::error_code ignored;
@@ -280,11 +288,14 @@ void HttpServer::Impl::Drain(std::chrono::milliseconds deadline) {
   }
   for (auto& s : live) s->CloseIfIdle();
   live.clear();
+  size_t cut = 0;
   {
     std::unique_lock<std::mutex> lock(mu_);
     drained_cv_.wait_for(lock, deadline, [&] { return sessions_.empty(); });
+    cut = sessions_.size();
   }
   Stop();
+  return cut;
 }
 
 HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -303,6 +314,6 @@ int HttpServer::port() const { return impl_->port_; }
 
 void HttpServer::Start() { impl_->Start(); }
 
-void HttpServer::Drain(std::chrono::milliseconds deadline) { impl_->Drain(deadline); }
+size_t HttpServer::Drain(std::chrono::milliseconds deadline) { return impl_->Drain(deadline); }
 
 }  // namespace tarn::serve

@@ -56,8 +56,9 @@ class HttpServer {
 
   int port() const;
   void Start();
-  // Returns once every connection is closed, or after `deadline` (then they are cut).
-  void Drain(std::chrono::milliseconds deadline);
+  // Returns once every connection is closed, or after `deadline`: then the ones left are cut,
+  // and their number returned (0: every request was answered).
+  size_t Drain(std::chrono::milliseconds deadline);
 
   class Impl;
 

@@ -160,9 +160,14 @@ int main(int argc, char** argv) {
       ", " + std::to_string(intra_op) + " intra-op threads)");
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Log("stopping: draining connections");
-  (*server)->Drain(std::chrono::milliseconds(10000));
+  const size_t cut = (*server)->Drain(std::chrono::milliseconds(10000));
   repository->reset();  // answers anything left in the batch queues
   server->reset();
+  if (cut > 0) {
+    Log("stopped: the 10 s drain deadline cut " + std::to_string(cut) +
+        " connection(s) with requests still unanswered");
+    return 1;
+  }
   Log("stopped");
   return 0;
 }

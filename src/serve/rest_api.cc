@@ -227,9 +227,9 @@ void RestApi::Handle(HttpRequest request, Responder respond) {
   };
   if (!route.error.ok()) return finish(Error(route.error));
   if (request.method != route.method && !(route.method == "GET" && request.method == "HEAD")) {
-    return finish(JsonResponse(405, json{{"error", "method " + request.method + " is not allowed on " +
-                                               request.target.substr(0, 200) + " (use " +
-                                               route.method + ")"}}));
+    return finish(JsonResponse(
+        405, json{{"error", "method " + request.method + " is not allowed on " +
+                                request.target.substr(0, 200) + " (use " + route.method + ")"}}));
   }
   if (route.api == "metrics") {
     return finish(HttpResponse{200, "text/plain; version=0.0.4", metrics_.Render(&repository_)});
@@ -240,9 +240,8 @@ void RestApi::Handle(HttpRequest request, Responder respond) {
     return finish(JsonResponse(ready ? 200 : 503, json{{"ready", ready}}));
   }
   if (route.api == "metadata" && route.model.empty()) {
-    return finish(JsonResponse(200, json{{"name", "tarn-serve"},
-                                 {"version", version_},
-                                 {"extensions", json::array()}}));
+    return finish(JsonResponse(
+        200, json{{"name", "tarn-serve"}, {"version", version_}, {"extensions", json::array()}}));
   }
   if (route.api == "status") {
     auto status = repository_.Status(route.model, route.version, route.label);
@@ -251,12 +250,14 @@ void RestApi::Handle(HttpRequest request, Responder respond) {
   }
   auto found = repository_.Find(route.model, route.version, route.label);
   if (route.api == "health") {  // a model's readiness
-    return finish(JsonResponse(found.ok() ? 200 : 503, json{{"name", route.model}, {"ready", found.ok()}}));
+    return finish(
+        JsonResponse(found.ok() ? 200 : 503, json{{"name", route.model}, {"ready", found.ok()}}));
   }
   if (!found.ok()) return finish(Error(found.status()));
   std::shared_ptr<LoadedVersion> version = std::move(*found);
   if (route.api == "metadata") {
-    if (request.target.rfind("/v1/", 0) == 0) return finish(JsonResponse(200, V1Metadata(*version)));
+    if (request.target.rfind("/v1/", 0) == 0)
+      return finish(JsonResponse(200, V1Metadata(*version)));
     auto versions = repository_.Status(route.model, std::nullopt, "");
     return finish(JsonResponse(200, V2Metadata(*version, versions.value_or({}))));
   }

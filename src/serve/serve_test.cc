@@ -2,15 +2,16 @@
 // independent reference (Python's torch.jit.load), with versions swapped under load.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <mutex>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <thread>
 
 #include "common/file.h"
@@ -181,9 +182,75 @@ TEST_F(ServeTest, BatchedPredictionsMatchPythonsTorchJitLoad) {
   ASSERT_EQ(r->status, 200) << r->body;
   const auto data = json::parse(r->body)["outputs"][0]["data"].get<std::vector<float>>();
   ASSERT_EQ(data.size(), 10u);
-  for (int k = 0; k < 10; ++k) EXPECT_NEAR(data[k], expected[k], train::LogitTolerance(expected[k]));
+  for (int k = 0; k < 10; ++k)
+    EXPECT_NEAR(data[k], expected[k], train::LogitTolerance(expected[k]));
   EXPECT_EQ(server_->Stop(), 0);  // SIGTERM drains and exits cleanly
   EXPECT_NE(ReadFileToString(Log()).value_or("").find("tarn-serve: stopped"), std::string::npos);
+}
+
+// SIGTERM drains: every request accepted before it is answered (those waiting in the batch
+// queue too), new connections are refused, and tarn-serve exits 0. With batching, six
+// one-image requests wait for a 0.5 s batch timeout when the signal comes; without, two
+// 2,000-image requests are being parsed or computed.
+TEST_F(ServeTest, SigtermAnswersEveryRequestInFlightThenExitsZero) {
+  Export(dir_.path(), 3);
+  const auto images = Images(1);
+  for (const bool batching : {true, false}) {
+    SCOPED_TRACE(batching ? "batching on" : "batching off");
+    std::vector<std::string> extra;
+    int clients = 2, instances = 2000;
+    if (batching) {
+      const std::string file = dir_.path() + "/batching.json";
+      std::ofstream(file) << R"({"max_batch_size": 16, "batch_timeout_micros": 500000,
+                                 "num_batch_threads": 1, "max_enqueued_batches": 100})";
+      extra = {"--enable_batching", "--batching_parameters_file=" + file};
+      clients = 6;
+      instances = 1;
+    }
+    Start(extra);
+    json rows = json::array();
+    for (int i = 0; i < instances; ++i) rows.push_back(Instance(images[0]));
+    const std::string body = json{{"instances", rows}}.dump();
+    std::atomic<int> answered{0}, sent{0};
+    std::mutex errors_mu;
+    std::vector<std::string> errors;
+    std::vector<std::thread> threads;
+    for (int c = 0; c < clients; ++c) {
+      threads.emplace_back([&] {
+        httplib::Client client("127.0.0.1", port_);
+        client.set_read_timeout(30, 0);
+        ++sent;
+        auto r = client.Post("/v1/models/fmnist:predict", body, "application/json");
+        if (r && r->status == 200 &&
+            json::parse(r->body)["predictions"].size() == static_cast<size_t>(instances)) {
+          ++answered;
+          return;
+        }
+        std::lock_guard<std::mutex> lock(errors_mu);
+        errors.push_back(r ? "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 200)
+                           : "no answer: " + httplib::to_string(r.error()));
+      });
+    }
+    while (sent < clients) std::this_thread::sleep_for(1ms);
+    std::this_thread::sleep_for(100ms);  // connected, sent, and waiting for their answers
+    const auto signalled = std::chrono::steady_clock::now();
+    ASSERT_EQ(::kill(server_->pid(), SIGTERM), 0);
+    std::this_thread::sleep_for(200ms);  // tarn-serve looks for the signal every 50 ms
+    httplib::Client late("127.0.0.1", port_);
+    late.set_connection_timeout(1, 0);
+    auto refused = late.Get("/v2/health/live");
+    for (auto& t : threads) t.join();
+    int code = -2;
+    for (int i = 0; i < 200 && !server_->Exited(&code); ++i) std::this_thread::sleep_for(50ms);
+    const double drained =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count();
+    const std::string log = ReadFileToString(Log()).value_or("");
+    EXPECT_EQ(answered, clients) << (errors.empty() ? "" : errors[0]) << "\n" << log;
+    EXPECT_FALSE(refused) << "a connection after SIGTERM was served";
+    EXPECT_EQ(code, 0) << log;
+    EXPECT_LT(drained, 5.0) << "the drain waited for its deadline instead of the answers";
+    EXPECT_NE(log.find("tarn-serve: stopped"), std::string::npos) << log;
+  }
 }
 
 TEST_F(ServeTest, VersionsSwapUnderLoadWithoutAFailedRequestAndACorruptOneIsNotServed) {

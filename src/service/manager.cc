@@ -1004,6 +1004,14 @@ StatusOr<int64_t> Manager::Flex(const std::string& user, const std::string& name
   if (c == nullptr) {
     return NotFoundError("assembly " + name + " has no component " + component);
   }
+  // A finished assembly starts nothing: a new count stored now would say what never runs.
+  // (A STOPPED one takes it: its next start starts that many.)
+  if (a->rec.state == kFailed || a->rec.state == kSucceeded) {
+    return FailedPreconditionError("assembly " + name + " is " + a->rec.state +
+                                   ": flexing it would start nothing; start it again first "
+                                   "(tarn start " +
+                                   name + "), then flex");
+  }
   spec::Component& cs = a->spec.components[c->spec_index];
   int64_t before = cs.number_of_containers;
   if (before == count) return before;
@@ -1229,6 +1237,9 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
       cv.diagnostics = c.diagnostics;
     } else if (a.rec.desired_state != kDesiredStarted) {
       cv.state = kStopped;
+    } else if (a.rec.state == kFailed) {
+      cv.state = kStopped;  // a healthy component, stopped with the assembly that failed
+      cv.diagnostics = "stopped: the assembly failed";
     } else if (n > 0 && succeeded == n && cs.restart_policy != spec::RestartPolicy::kAlways) {
       cv.state = kSucceeded;
     } else if (live == n && cv.ready + succeeded == n) {
@@ -1240,6 +1251,26 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
     (void)stopped;
     (void)failed;
     s.components.push_back(std::move(cv));
+  }
+  // An assembly that waits for room says why at its own level too (tarn list shows only
+  // this): the first waiting instance's reason, and how many wait.
+  if (s.diagnostics.empty()) {
+    const InstanceStatus* first = nullptr;
+    int waiting = 0;
+    for (const ComponentStatus& c : s.components) {
+      for (const InstanceStatus& i : c.instances) {
+        if (i.state != kPending || (i.diagnostics.rfind("waiting for resources", 0) != 0 &&
+                                    i.diagnostics.rfind("can never be placed", 0) != 0)) {
+          continue;
+        }
+        if (first == nullptr) first = &i;
+        ++waiting;
+      }
+    }
+    if (first != nullptr) {
+      s.diagnostics = first->name + " " + first->diagnostics;
+      if (waiting > 1) s.diagnostics += " (and " + std::to_string(waiting - 1) + " more waiting)";
+    }
   }
   return s;
 }

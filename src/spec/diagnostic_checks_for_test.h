@@ -49,9 +49,8 @@ inline void ExpectOneError(const nlohmann::json& j, std::string_view path, std::
   EXPECT_FALSE(r.ok());
   EXPECT_FALSE(r.assembly.has_value());
   EXPECT_EQ(ErrorCount(r), 1) << Dump(r);
-  EXPECT_TRUE(Has(r, Severity::kError, path, part))
-      << "want [" << path << "] ~ " << part << "\n"
-      << Dump(r);
+  EXPECT_TRUE(Has(r, Severity::kError, path, part)) << "want [" << path << "] ~ " << part << "\n"
+                                                    << Dump(r);
 }
 
 }  // namespace tarn::spec

@@ -39,7 +39,8 @@ std::vector<std::vector<std::string>> StartWaves(const Assembly& a) {
   return waves;
 }
 
-std::string Upper(std::string s) {
+// A port name as the suffix of its TARN_PORT_<NAME> variable: uppercase, '-' -> '_'.
+std::string PortEnvSuffix(std::string s) {
   for (char& c : s) {
     if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 'a' + 'A');
     if (c == '-') c = '_';
@@ -105,7 +106,7 @@ std::vector<std::pair<std::string, std::string>> InstanceEnv(
   env["TARN_VCORES"] = std::to_string(c.resource.cpus.value_or(0));
   env["TARN_MEMORY_MB"] = std::to_string(c.resource.memory_mib.value_or(0));
   for (const NamedPort& p : c.ports) {
-    env["TARN_PORT_" + Upper(p.name)] = std::to_string(ports ? ports(instance, p) : p.port);
+    env["TARN_PORT_" + PortEnvSuffix(p.name)] = std::to_string(ports ? ports(instance, p) : p.port);
   }
   std::string tf = TfConfigJson(a, c, i, user, domain, ports);
   if (!tf.empty()) env["TF_CONFIG"] = tf;

@@ -45,6 +45,12 @@ std::optional<std::string> Variables::Find(const std::string& name) const {
   auto it = values_.find(name);
   if (it != values_.end()) return it->second;
   if (auto instance = InstanceOf(name, "_HOST")) return *instance + name_suffix_;
+  if (address_lookup_) {
+    if (auto instance = InstanceOf(name, "_IP")) {
+      std::string address = address_lookup_(*instance);
+      if (!address.empty()) return address;
+    }
+  }
   return std::nullopt;
 }
 
@@ -73,9 +79,19 @@ Expansion Substitute(std::string_view text, const Variables& vars) {
       out.text += *value;
     } else {
       out.text.append(text.substr(open, close - open + 1));
-      if (!vars.IsDeferred(name)) out.unknown.push_back(name);
+      (vars.IsDeferred(name) ? out.deferred : out.unknown).push_back(name);
     }
     i = close + 1;
+  }
+  return out;
+}
+
+std::string AddressVariable(std::string_view instance) { return Upper(instance) + "_IP"; }
+
+std::vector<std::string> UnresolvedAddresses(std::string_view text, const Variables& vars) {
+  std::vector<std::string> out;
+  for (const std::string& name : Substitute(text, vars).deferred) {
+    if (auto instance = vars.AddressOf(name)) out.push_back(*instance);
   }
   return out;
 }

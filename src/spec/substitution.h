@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -28,9 +29,19 @@ class Variables {
   // on lookup so that an assembly of many instances costs nothing here.
   void AddInstances(const std::string& component, int64_t count);
   void SetNameSuffix(std::string suffix) { name_suffix_ = std::move(suffix); }
+  // Answers ${<INSTANCE>_IP} with `lookup(instance)` ("ps-0"): the address the backend holds
+  // for it, "" while it has none (not placed yet), when the value stays deferred.
+  void SetAddressLookup(std::function<std::string(const std::string& instance)> lookup) {
+    address_lookup_ = std::move(lookup);
+  }
 
   std::optional<std::string> Find(const std::string& name) const;
   bool IsDeferred(const std::string& name) const;
+  // The instance ("ps-0") whose address ${name} is, when name is <INSTANCE>_IP of one of the
+  // assembly's instances.
+  std::optional<std::string> AddressOf(const std::string& name) const {
+    return InstanceOf(name, "_IP");
+  }
 
  private:
   // The lowercase instance name when `name` is "<COMPONENT>-<i><suffix>" of a known instance.
@@ -40,14 +51,23 @@ class Variables {
   std::set<std::string> deferred_;
   std::map<std::string, int64_t> instance_counts_;  // by uppercase component name
   std::string name_suffix_;                         // ".<assembly>.<user>.<domain>"
+  std::function<std::string(const std::string&)> address_lookup_;
 };
 
 struct Expansion {
   std::string text;
-  std::vector<std::string> unknown;  // names in ${...} that are neither set nor deferred
+  std::vector<std::string> unknown;   // names in ${...} that are neither set nor deferred
+  std::vector<std::string> deferred;  // names left as written: their values do not exist yet
 };
 
 Expansion Substitute(std::string_view text, const Variables& vars);
+
+// The variable that names `instance`'s address: "ps-0" -> "PS-0_IP".
+std::string AddressVariable(std::string_view instance);
+
+// The instances ("ps-0") whose ${<INSTANCE>_IP} `text` still holds after substitution with
+// `vars`: addresses that did not exist yet.
+std::vector<std::string> UnresolvedAddresses(std::string_view text, const Variables& vars);
 
 // The variables every instance of the assembly shares: SERVICE_NAME(.lc), USER, DOMAIN,
 // CLUSTER_FS_URI, and ${<INSTANCE>_HOST} / ${<INSTANCE>_IP} for every instance in it.

@@ -106,6 +106,24 @@ TEST(VariablesTest, InstanceIpIsDeferredForExistingIndices) {
   EXPECT_EQ(e.unknown, (Names{"PS-1_IP"}));
 }
 
+TEST(VariablesTest, InstanceIpIsTheAddressTheLookupHolds) {
+  Variables v;
+  v.AddInstances("PS", 2);
+  v.SetAddressLookup([](const std::string& instance) {
+    return instance == "ps-0" ? std::string("127.42.0.2") : std::string();
+  });
+  EXPECT_EQ(v.Find("PS-0_IP"), "127.42.0.2");
+  EXPECT_EQ(v.Find("PS-1_IP"), std::nullopt);  // not placed yet: deferred
+  EXPECT_EQ(v.AddressOf("PS-1_IP"), "ps-1");
+  EXPECT_EQ(v.AddressOf("PS-2_IP"), std::nullopt);
+  Expansion e = Substitute("--ps ${PS-0_IP}:2222 --backup ${PS-1_IP} ${NOPE}", v);
+  EXPECT_EQ(e.text, "--ps 127.42.0.2:2222 --backup ${PS-1_IP} ${NOPE}");
+  EXPECT_EQ(e.deferred, (Names{"PS-1_IP"}));
+  EXPECT_EQ(e.unknown, (Names{"NOPE"}));
+  EXPECT_EQ(UnresolvedAddresses(e.text, v), (Names{"ps-1"}));
+  EXPECT_TRUE(UnresolvedAddresses("--ps 127.42.0.2 ${CONTAINER_ID}", v).empty());
+}
+
 TEST(VariablesTest, ComponentNamesWithHyphens) {
   Variables v;
   v.AddInstances("my-worker", 3);

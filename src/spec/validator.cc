@@ -181,16 +181,51 @@ void CheckRoles(const Assembly& a, Diagnostics& d) {
   }
 }
 
+// Whether every instance of `name` is placed before `c`'s instances start: `name` is `c`, a
+// component `c` depends on (directly or not), or a member of `c`'s gang.
+bool PlacedBefore(const Assembly& a, const Component& c, const std::string& name) {
+  if (name == c.name) return true;
+  const Component* other = FindComponent(a, name);
+  if (other == nullptr) return false;
+  if (a.gang && c.tf_role != TfRole::kNone && other->tf_role != TfRole::kNone) return true;
+  std::set<std::string> seen;
+  std::vector<const Component*> todo = {&c};
+  while (!todo.empty()) {
+    const Component* at = todo.back();
+    todo.pop_back();
+    for (const std::string& dep : at->dependencies) {
+      if (dep == name) return true;
+      if (!seen.insert(dep).second) continue;
+      if (const Component* next = FindComponent(a, dep)) todo.push_back(next);
+    }
+  }
+  return false;
+}
+
+// Warns of ${NAME}s tarn leaves alone, and (for a component's texts: `c` set) of peers'
+// ${<INSTANCE>_IP} whose address may not exist yet when `c` starts.
 void WarnUnknown(const std::string& text, const Variables& vars, const std::string& path,
-                 Diagnostics& d) {
+                 Diagnostics& d, const Assembly* a = nullptr, const Component* c = nullptr) {
   std::set<std::string> reported;
-  for (const std::string& name : Substitute(text, vars).unknown) {
+  const Expansion e = Substitute(text, vars);
+  for (const std::string& name : e.unknown) {
     if (!reported.insert(name).second) continue;
     std::string hint = UnknownVariableHint(name);
     d.Warning(path, "${" + name +
                         "} is not a tarn variable; it is left as written, for the "
                         "shell" +
                         (hint.empty() ? "" : " (" + hint + ")"));
+  }
+  if (a == nullptr || c == nullptr) return;
+  for (const std::string& name : e.deferred) {
+    const std::optional<std::string> instance = vars.AddressOf(name);
+    if (!instance || !reported.insert(name).second) continue;
+    const std::string peer = instance->substr(0, instance->rfind('-'));
+    if (PlacedBefore(*a, *c, peer)) continue;
+    d.Warning(path, "${" + name + "} is " + *instance + "'s address, which exists once " +
+                        *instance + " is placed; " + Quote(c->name) + " neither depends on " +
+                        Quote(peer) + " nor shares its gang, so its instances may start first " +
+                        "and fail with that reason (add " + Quote(peer) + " to its dependencies)");
   }
 }
 
@@ -203,19 +238,20 @@ void CheckVariables(const Assembly& a, const ParseOptions& o, Diagnostics& d) {
     const Component& c = a.components[i];
     Variables vars = InstanceVariables(base, a, c, 0, o.user, o.domain);
     std::string path = CompPath(i);
-    WarnUnknown(c.launch_command, vars, ChildPath(path, "launch_command"), d);
+    auto check = [&](const std::string& text, const std::string& at) {
+      WarnUnknown(text, vars, at, d, &a, &c);
+    };
+    check(c.launch_command, ChildPath(path, "launch_command"));
     std::string conf = ChildPath(path, "configuration");
-    for (const auto& [k, v] : c.configuration.env) {
-      WarnUnknown(v, vars, ChildPath(ChildPath(conf, "env"), k), d);
-    }
+    for (const auto& [k, v] : c.configuration.env) check(v, ChildPath(ChildPath(conf, "env"), k));
     for (size_t f = 0; f < c.configuration.files.size(); ++f) {
       const ConfigFile& file = c.configuration.files[f];
       std::string fpath = IndexPath(ChildPath(conf, "files"), f);
       for (const auto& [k, v] : file.properties) {
-        WarnUnknown(v, vars, ChildPath(ChildPath(fpath, "properties"), k), d);
+        check(v, ChildPath(ChildPath(fpath, "properties"), k));
       }
       if (file.type == ConfigFileType::kTemplate && file.src_content) {
-        WarnUnknown(*file.src_content, vars, ChildPath(fpath, "src_file"), d);
+        check(*file.src_content, ChildPath(fpath, "src_file"));
       }
     }
     if (c.readiness_check) {

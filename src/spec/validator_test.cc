@@ -267,6 +267,34 @@ TEST(ValidatorTest, KnownAndDeferredVariablesDoNotWarn) {
   EXPECT_TRUE(r.diagnostics.empty()) << Dump(r);
 }
 
+// A peer's address exists once the peer is placed: a component that neither starts after it
+// nor shares its gang is told so, at the text that names it.
+TEST(ValidatorTest, APeersAddressWithoutAnOrderWarns) {
+  json ps = Component("ps");
+  json web = Component("web");
+  web["launch_command"] = "serve --ps ${PS-0_IP}";
+  web["configuration"]["env"] = {{"PS", "${PS-0_IP}:2222"}};
+  json after = Component("after");
+  after["launch_command"] = "serve --ps ${PS-0_IP}";
+  after["dependencies"] = {"web"};  // ps is a dependency of a dependency: placed first
+  web["dependencies"] = {"ps"};
+  ParseResult ordered = Parse(Assembly({ps, web, after}));
+  ASSERT_TRUE(ordered.ok()) << Dump(ordered);
+  EXPECT_TRUE(ordered.diagnostics.empty()) << Dump(ordered);
+
+  web.erase("dependencies");
+  ParseResult r = Parse(Assembly({ps, web}));
+  ASSERT_TRUE(r.ok()) << Dump(r);
+  EXPECT_EQ(WarningCount(r), 2) << Dump(r);
+  EXPECT_TRUE(Has(r, Severity::kWarning, "components[1].launch_command",
+                  "${PS-0_IP} is ps-0's address, which exists once ps-0 is placed; \"web\" "
+                  "neither depends on \"ps\" nor shares its gang"))
+      << Dump(r);
+  EXPECT_TRUE(Has(r, Severity::kWarning, "components[1].configuration.env.PS",
+                  "add \"ps\" to its dependencies"))
+      << Dump(r);
+}
+
 TEST(ValidatorTest, UnknownVariableInEnvAndQuicklinkWarns) {
   json c = Component("web");
   c["configuration"]["env"] = {{"X", "${NOPE}"}};

@@ -124,7 +124,7 @@ Status WriteCheckpoint(const std::string& dir, const Checkpoint& c, int keep) {
   RETURN_IF_ERROR(SyncDirectory(dir));
   std::vector<int64_t> steps = Steps(dir);
   for (size_t i = 0; i + static_cast<size_t>(std::max(1, keep)) < steps.size(); ++i) {
-    std::filesystem::remove_all(dir + "/" + kPrefix + std::to_string(steps[i]), ec);
+    RETURN_IF_ERROR(RemoveOutOfSight(dir, kPrefix + std::to_string(steps[i])));
   }
   return OkStatus();
 }

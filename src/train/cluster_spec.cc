@@ -8,7 +8,14 @@ namespace {
 
 Status Check(const ClusterSpec& c, const std::string& source) {
   if (c.jobs.empty()) return OkStatus();
-  if (c.Job("ps").empty()) return InvalidArgumentError(source + ": the cluster has no ps");
+  if (c.Job("ps").empty()) {
+    // TensorFlow reads a cluster of workers alone as collective all-reduce training.
+    return InvalidArgumentError(
+        source +
+        ": the cluster has no ps: tarn-train trains with parameter servers, not by collective "
+        "all-reduce (TensorFlow's reading of a cluster without ps); name the ps job, or give "
+        "no TF_CONFIG to train alone");
+  }
   if (c.Job("worker").empty() && c.Job("chief").empty()) {
     return InvalidArgumentError(source + ": the cluster has no worker or chief");
   }

@@ -37,23 +37,31 @@ TEST(ClusterSpecTest, BadClustersNameWhatIsWrong) {
     const char* text;
     const char* error;
   };
-  for (const Case& k : {
-           Case{"[1]", "TF_CONFIG: not a JSON object"},
-           Case{R"({"cluster": {"ps": "a:1"}})", "TF_CONFIG: cluster.ps is not a list"},
-           Case{R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"]}})",
-                "TF_CONFIG: task needs a string type and an integer index"},
-           Case{R"({"cluster": {"worker": ["b:1"]}, "task": {"type": "worker", "index": 0}})",
-                "TF_CONFIG: the cluster has no ps"},
-           Case{R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"]},
+  for (
+      const Case& k : {
+          Case{"[1]", "TF_CONFIG: not a JSON object"},
+          Case{R"({"cluster": {"ps": "a:1"}})", "TF_CONFIG: cluster.ps is not a list"},
+          Case{R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"]}})",
+               "TF_CONFIG: task needs a string type and an integer index"},
+          Case{R"({"cluster": {"worker": ["b:1"]}, "task": {"type": "worker", "index": 0}})",
+               "TF_CONFIG: the cluster has no ps: tarn-train trains with parameter servers, not "
+               "by collective all-reduce (TensorFlow's reading of a cluster without ps); name "
+               "the ps job, or give no TF_CONFIG to train alone"},
+          Case{
+              R"({"cluster": {"ps": [], "chief": ["c:1"]}, "task": {"type": "chief", "index": 0}})",
+              "TF_CONFIG: the cluster has no ps: tarn-train trains with parameter servers, not "
+              "by collective all-reduce (TensorFlow's reading of a cluster without ps); name "
+              "the ps job, or give no TF_CONFIG to train alone"},
+          Case{R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"]},
                 "task": {"type": "worker", "index": 1}})",
-                "TF_CONFIG: task index 1 is outside worker's 1 tasks"},
-           Case{R"({"cluster": {"ps": ["a"], "worker": ["b:1"]},
+               "TF_CONFIG: task index 1 is outside worker's 1 tasks"},
+          Case{R"({"cluster": {"ps": ["a"], "worker": ["b:1"]},
                 "task": {"type": "ps", "index": 0}})",
-                "TF_CONFIG: ps address \"a\" is not HOST:PORT"},
-           Case{R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"]},
+               "TF_CONFIG: ps address \"a\" is not HOST:PORT"},
+          Case{R"({"cluster": {"ps": ["a:1"], "worker": ["b:1"]},
                 "task": {"type": "evaluator", "index": 0}})",
-                "TF_CONFIG: task type \"evaluator\" is not a job of the cluster"},
-       }) {
+               "TF_CONFIG: task type \"evaluator\" is not a job of the cluster"},
+      }) {
     auto c = ParseTfConfig(k.text);
     ASSERT_FALSE(c.ok()) << k.text;
     EXPECT_EQ(c.status().message(), k.error);

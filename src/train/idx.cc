@@ -21,7 +21,7 @@ bool Exists(const std::string& path) {
 
 }  // namespace
 
-StatusOr<IdxArray> ParseIdx(std::string_view bytes, const std::string& name) {
+StatusOr<IdxArray> ParseIdx(std::string_view bytes, const std::string& name, int expected_rank) {
   auto bad = [&](const std::string& why) { return InvalidArgumentError(name + ": " + why); };
   if (bytes.size() < 4)
     return bad("too short for an IDX header (" + std::to_string(bytes.size()) + " bytes)");
@@ -34,7 +34,17 @@ StatusOr<IdxArray> ParseIdx(std::string_view bytes, const std::string& name) {
     return bad(std::string("element type ") + type + " is not unsigned bytes (0x08)");
   }
   const int rank = p[3];
+  auto magic = [](int r) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%08x", 0x800 + r);
+    return std::string(text);
+  };
   if (rank < 1 || rank > 4) return bad("unsupported number of dimensions " + std::to_string(rank));
+  if (expected_rank > 0 && rank != expected_rank) {
+    return bad("its magic number " + magic(rank) + " gives " + std::to_string(rank) +
+               " dimensions; expected " + std::to_string(expected_rank) + " (magic " +
+               magic(expected_rank) + ")");
+  }
   const size_t header = 4 + 4 * static_cast<size_t>(rank);
   if (bytes.size() < header) return bad("truncated header");
   IdxArray out;
@@ -42,10 +52,14 @@ StatusOr<IdxArray> ParseIdx(std::string_view bytes, const std::string& name) {
   for (int d = 0; d < rank; ++d) {
     const uint32_t size = BigEndian32(p + 4 + 4 * d);
     if (size == 0 || size > (1u << 28)) {
-      return bad("dimension " + std::to_string(d) + " has size " + std::to_string(size));
+      return bad("dimension " + std::to_string(d) + " has size " + std::to_string(size) +
+                 " (magic " + magic(rank) + ")");
     }
     elements *= size;
-    if (elements > (uint64_t{1} << 34)) return bad("too many elements");
+    if (elements > (uint64_t{1} << 34)) {
+      return bad("too many elements for its magic number " + magic(rank) + " (" +
+                 std::to_string(rank) + " dimensions)");
+    }
     out.dims.push_back(size);
   }
   if (bytes.size() - header != elements) {
@@ -57,7 +71,7 @@ StatusOr<IdxArray> ParseIdx(std::string_view bytes, const std::string& name) {
   return out;
 }
 
-StatusOr<IdxArray> ReadIdx(const std::string& path, size_t max_bytes) {
+StatusOr<IdxArray> ReadIdx(const std::string& path, int rank, size_t max_bytes) {
   gzFile f = ::gzopen(path.c_str(), "rb");  // reads plain files as they are
   if (f == nullptr) return NotFoundError(path + ": " + std::strerror(errno ? errno : ENOENT));
   std::string bytes;
@@ -84,7 +98,7 @@ StatusOr<IdxArray> ReadIdx(const std::string& path, size_t max_bytes) {
   if (code != Z_OK && code != Z_STREAM_END) {
     return InvalidArgumentError(path + ": corrupt or truncated gzip data (" + why + ")");
   }
-  return ParseIdx(bytes, path);
+  return ParseIdx(bytes, path, rank);
 }
 
 StatusOr<ImageSet> ReadImageSet(const std::string& dir, const std::string& prefix, int classes) {
@@ -94,17 +108,9 @@ StatusOr<ImageSet> ReadImageSet(const std::string& dir, const std::string& prefi
   };
   const std::string images_path = find("images-idx3-ubyte");
   const std::string labels_path = find("labels-idx1-ubyte");
-  ASSIGN_OR_RETURN(IdxArray images, ReadIdx(images_path));
-  ASSIGN_OR_RETURN(IdxArray labels, ReadIdx(labels_path));
-  if (images.dims.size() != 3) {
-    return InvalidArgumentError(images_path +
-                                ": expected 3 dimensions (count, rows, columns), got " +
-                                std::to_string(images.dims.size()));
-  }
-  if (labels.dims.size() != 1) {
-    return InvalidArgumentError(labels_path + ": expected 1 dimension (count), got " +
-                                std::to_string(labels.dims.size()));
-  }
+  // Images are count x rows x columns, labels a count: the magic numbers say which is which.
+  ASSIGN_OR_RETURN(IdxArray images, ReadIdx(images_path, 3));
+  ASSIGN_OR_RETURN(IdxArray labels, ReadIdx(labels_path, 1));
   if (images.dims[0] != labels.dims[0]) {
     return InvalidArgumentError(images_path + " holds " + std::to_string(images.dims[0]) +
                                 " images but " + labels_path + " " +

@@ -22,12 +22,15 @@ struct IdxArray {
   std::vector<uint8_t> data;  // row-major, product(dims) bytes
 };
 
-// Parses the (already decompressed) bytes of an IDX file; `name` is used in errors.
-StatusOr<IdxArray> ParseIdx(std::string_view bytes, const std::string& name);
+// Parses the (already decompressed) bytes of an IDX file; `name` is used in errors. With
+// `rank` > 0, a file of another number of dimensions is refused by its magic number (a label
+// file is 0x00000801, an image file 0x00000803).
+StatusOr<IdxArray> ParseIdx(std::string_view bytes, const std::string& name, int rank = 0);
 
 // Reads `path`, decompressing it when it is gzipped (by its magic bytes, not its name).
 // Files that would decompress to more than `max_bytes` are refused.
-StatusOr<IdxArray> ReadIdx(const std::string& path, size_t max_bytes = size_t{1} << 30);
+StatusOr<IdxArray> ReadIdx(const std::string& path, int rank = 0,
+                           size_t max_bytes = size_t{1} << 30);
 
 // One split of an MNIST-style dataset: `count` images of rows x cols bytes, and labels.
 struct ImageSet {

@@ -90,6 +90,19 @@ TEST_F(IdxTest, BadFilesAreClearErrors) {
   }
 }
 
+// A label file holding images (or the other way round) is named by its magic number, not
+// reported as a shape that happens not to add up.
+TEST_F(IdxTest, AFileOfTheWrongKindIsNamedByItsMagicNumber) {
+  WriteSet("train");
+  WriteGz("train-labels-idx1-ubyte.gz", Header(8, {3, 2, 2}) + std::string(12, '\0'));
+  auto set = ReadImageSet(dir_, "train");
+  ASSERT_FALSE(set.ok());
+  EXPECT_EQ(set.status().message(),
+            dir_ +
+                "/train-labels-idx1-ubyte.gz: its magic number 0x00000803 gives 3 dimensions; "
+                "expected 1 (magic 0x00000801)");
+}
+
 TEST_F(IdxTest, TruncatedOrCorruptGzipIsAnError) {
   const std::string path = dir_ + "/cut.gz";
   WriteGz("cut.gz", Header(8, {1000}) + std::string(1000, 'x'));

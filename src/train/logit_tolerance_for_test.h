@@ -30,8 +30,8 @@ inline bool AmbiguousPrediction(const float* logits, size_t classes) {
     if (logits[k] > logits[first]) first = k;
   }
   for (size_t k = 0; k < classes; ++k) {
-    if (k != first && logits[first] - logits[k] <=
-                          LogitTolerance(logits[first]) + LogitTolerance(logits[k])) {
+    if (k != first &&
+        logits[first] - logits[k] <= LogitTolerance(logits[first]) + LogitTolerance(logits[k])) {
       return true;
     }
   }

@@ -4,10 +4,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "common/file.h"
 #include "train/idx.h"
@@ -87,10 +89,19 @@ StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& b
   }
   RETURN_IF_ERROR(FsyncPath(model_dir));
   if (keep > 0) {
-    // Oldest first: a server still loading one of them fails to and keeps what it has.
-    for (int64_t old = version - keep; old >= 1; --old) {
-      std::filesystem::remove_all(model_dir + "/" + std::to_string(old), ec);
+    // Out of sight first (a rename), then deleted, so that a server polling the directory
+    // never finds half a version; one still loading it fails to and keeps what it has.
+    std::vector<int64_t> old;
+    if (DIR* d = ::opendir(model_dir.c_str())) {
+      while (dirent* e = ::readdir(d)) {
+        if (IsVersion(e->d_name) && std::stoll(e->d_name) <= version - keep) {
+          old.push_back(std::stoll(e->d_name));
+        }
+      }
+      ::closedir(d);
     }
+    std::sort(old.begin(), old.end());  // oldest first
+    for (int64_t v : old) RETURN_IF_ERROR(RemoveOutOfSight(model_dir, std::to_string(v)));
   }
   return version;
 }
