@@ -102,6 +102,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// How long a start waits for an untracked earlier run it stopped (the shim's grace period,
+// then SIGKILL).
+constexpr std::chrono::milliseconds kOrphanStopWait{30000};
+
 void LogLocalError(const std::string& message) {
   std::cerr << "tarn: local backend: " + message + "\n";
 }
@@ -524,14 +528,35 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   }
   const std::string shim_dir = ShimDirOf(ref);
   StatusOr<ContainerState> before = options_.runtime->State(shim_dir);
-  if (before.ok()) {
-    if (before->phase == ContainerState::Phase::kRunning) {
-      std::optional<std::string> running = RecordedContainerId(shim_dir);
-      return EmitStartFailed(key, container_id,
-                             key + " already runs as container " + running.value_or("?") +
-                                 " (shim pid " + std::to_string(before->shim_pid) +
-                                 "); not starting a second copy");
+  if (before.ok() && before->phase == ContainerState::Phase::kRunning) {
+    std::optional<std::string> running = RecordedContainerId(shim_dir);
+    bool tracked = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = watched_.find(key);
+      tracked = it != watched_.end() && running && it->second.container_id == *running;
     }
+    const std::string copy = key + " already runs as container " + running.value_or("?") +
+                             " (shim pid " + std::to_string(before->shim_pid) + ")";
+    if (tracked) return EmitStartFailed(key, container_id, copy + "; not starting a second copy");
+    // A run nothing tracks: recovery (which comes first for a key) did not adopt it, so it is
+    // one the manager no longer knows (the server died between recording this instance's
+    // next start and stopping that run). Nothing would ever stop it; it goes, logs kept.
+    LogLocalError(copy + ", which nothing tracks: stopping it before starting " + container_id);
+    Status stopped = options_.runtime->Stop(shim_dir);
+    before = options_.runtime->Wait(shim_dir, kOrphanStopWait);
+    if (!stopped.ok() || !before.ok() || before->phase == ContainerState::Phase::kRunning) {
+      return EmitStartFailed(key, container_id,
+                             copy + ", which nothing tracks, and it did not stop: " +
+                                 (!stopped.ok()  ? stopped.message()
+                                  : !before.ok() ? before.status().message()
+                                                 : "still running after " +
+                                                       std::to_string(kOrphanStopWait.count() /
+                                                                      1000) +
+                                                       " s"));
+    }
+  }
+  if (before.ok()) {
     Status retired = Retire(key, shim_dir, *before, /*keep_logs=*/true);
     if (!retired.ok()) {
       return EmitStartFailed(key, container_id,

@@ -540,10 +540,34 @@ TEST_F(LocalBackendTest, RecoverFindsRunningExitedLostAndMissingContainers) {
   std::string why = events_.Await(Kind::kStartFailed, "c6").detail;
   EXPECT_NE(why.find("holds container c1 (running"), std::string::npos) << why;
 
+  EXPECT_EQ(runtime_.stops(), 0);
+
   // The recovered container is watched again.
   runtime_.Exit(Shim(ps), 0);
   EXPECT_EQ(events_.Await(Kind::kExited, "c1").exit.diagnostics, "exited with code 0");
   EXPECT_EQ(events_.Count(Kind::kExited, "c1"), 1);
+}
+
+TEST_F(LocalBackendTest, AStartStopsAnEarlierRunThatNothingTracks) {
+  spec::Assembly a = Training("t");
+  InstanceRef web = Ref("t", "web", 0);
+  {
+    LocalBackend& b = Make();
+    b.Launch(a, web, {"local", {}, ""}, "c1");
+    events_.Await(Kind::kStarted, "c1");
+    backend_.reset();  // the server dies after recording c2 as web-0's next start
+  }
+  LocalBackend& b = Make();
+  b.Recover(a, web, "c2");
+  const std::string why = events_.Await(Kind::kStartFailed, "c2").detail;
+  EXPECT_NE(why.find("holds container c1 (running"), std::string::npos) << why;
+  EXPECT_EQ(runtime_.stops(), 0);
+  // The restart of web-0 finds c1, which nothing tracks, running: it stops it and starts
+  // (before, it refused every start as "a second copy", up to the failure threshold).
+  b.Launch(a, web, {"local", {}, ""}, "c3");
+  events_.Await(Kind::kStarted, "c3");
+  EXPECT_EQ(runtime_.stops(), 1);
+  EXPECT_EQ(runtime_.starts(), 2);
 }
 
 // A tiny HTTP server on 127.0.0.1 that answers 200 and remembers the request.
