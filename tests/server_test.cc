@@ -9,12 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "common/file.h"
+#include "http/raw_client_for_test.h"
 #include "server_process.h"
 #include "tarn_process.h"
 
@@ -1281,6 +1284,162 @@ TEST_F(ServerTest, RunInTheForegroundUntilTheAssemblyFinishes) {
               dir_);
   EXPECT_EQ(r.exit_code, 124) << r.out << r.err;
   EXPECT_TRUE(LiveInstances(run_state).empty());
+}
+
+
+// ---- The API's HTTP server: slow clients, large bodies, many clients, snapshot reads ----
+
+TEST_F(ServerTest, HalfOpenConnectionsLeaveTheApiAnsweringAndCloseAtTheHeaderDeadline) {
+  WriteConfig({{"http", {{"header_timeout_ms", 2000}}}});
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("calm", 1)).status, 202);
+  ASSERT_TRUE(WaitState("calm", "STABLE"));
+  // A slowloris: the request line and a header, then nothing, on 200 connections.
+  std::vector<std::unique_ptr<tarn::http::testing::RawClient>> slow;
+  for (int i = 0; i < 200; ++i) {
+    slow.push_back(std::make_unique<tarn::http::testing::RawClient>(server_->port()));
+    ASSERT_TRUE(slow.back()->connected()) << i;
+    ASSERT_TRUE(slow.back()->Send("GET /app/v1/services/calm?user.name=alice HTTP/1.1\r\n"
+                                  "Host: x\r\n"));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  Reply status = Call("GET", "/app/v1/services/calm");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(status.status, 200);
+  EXPECT_EQ(status.body.value("state", ""), "STABLE");
+  EXPECT_LT(took, 2s) << "the status request waited behind 200 half-open connections";
+  int closed = 0;
+  for (auto& c : slow) closed += c->ClosedByPeer();
+  EXPECT_EQ(closed, 0) << "closed before the 2 s header deadline";
+  std::this_thread::sleep_for(2s + 2s);
+  closed = 0;
+  for (auto& c : slow) closed += c->ClosedByPeer();
+  EXPECT_EQ(closed, 200) << "the server must close them at the header deadline";
+  Reply metrics = Call("GET", "/metrics", json(), "");
+  EXPECT_NE(metrics.text.find("tarn_http_open_connections "), std::string::npos) << metrics.text;
+}
+
+TEST_F(ServerTest, ABodyOverTheLimitGets413ThatTheStillSendingClientReads) {
+  WriteConfig({{"http", {{"max_body_bytes", 1 << 20}}}});
+  StartServer();
+  tarn::http::testing::RawClient c(server_->port());
+  const std::string body(8u << 20, ' ');
+  ASSERT_TRUE(c.Send("POST /app/v1/services?user.name=alice HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n"));
+  EXPECT_TRUE(c.Send(body)) << "reset while sending the body: the answer is lost";
+  ::shutdown(c.fd(), SHUT_WR);
+  const std::string answer = c.ReadAll(10s);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413 ", 0), 0u) << answer.substr(0, 400);
+  EXPECT_NE(answer.find("{\"diagnostics\":\"request body is over the limit of 1048576 bytes\"}"),
+            std::string::npos)
+      << answer.substr(0, 400);
+  // Nothing was stored.
+  Reply list = Call("GET", "/app/v1/services");
+  EXPECT_EQ(list.status, 200);
+  EXPECT_TRUE(list.body.empty()) << list.text;
+}
+
+TEST_F(ServerTest, SixtyFourClientsReadStatusForEightSecondsWithoutAnError) {
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("busy", 2)).status, 202);
+  ASSERT_TRUE(WaitState("busy", "STABLE"));
+  std::atomic<int64_t> answered{0}, failed{0};
+  std::atomic<bool> stop{false};
+  std::string first_failure;
+  std::mutex mu;
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 64; ++i) {
+    clients.emplace_back([&] {
+      httplib::Client c("127.0.0.1", server_->port());  // one kept-alive connection each
+      c.set_keep_alive(true);
+      c.set_read_timeout(10);
+      while (!stop) {
+        auto r = c.Get("/app/v1/services/busy?user.name=alice");
+        const bool ok = r && r->status == 200 &&
+                        json::parse(r->body, nullptr, false).value("state", "") == "STABLE";
+        ++(ok ? answered : failed);
+        if (!ok) {
+          std::lock_guard lock(mu);
+          if (first_failure.empty()) {
+            first_failure = r ? "HTTP " + std::to_string(r->status) + ": " + r->body
+                              : "no answer: " + httplib::to_string(r.error());
+          }
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(8s);
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_EQ(failed.load(), 0) << first_failure;
+  EXPECT_GT(answered.load(), 64 * 8) << "fewer than one answer per client and second";
+  RecordProperty("answered", static_cast<int>(answered.load()));
+}
+
+TEST_F(ServerTest, ReadsDuringABurstOfFlexesShowOnlyCommittedCounts) {
+  StartServer();
+  // A stopped assembly takes each flex at once (nothing to start), so the burst is fast.
+  json a = Sleeper("burst", 1);
+  a["state"] = "STOPPED";
+  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  constexpr int kFlexes = 60;
+  std::atomic<int> acknowledged{1};  // the newest count a PUT was answered 200 for
+  std::atomic<int> in_flight{1};     // the count being written now
+  std::atomic<bool> done{false};
+  std::atomic<int> reads{0}, violations{0};
+  std::string first_violation;
+  std::mutex mu;
+  auto violation = [&](const std::string& what) {
+    ++violations;
+    std::lock_guard lock(mu);
+    if (first_violation.empty()) first_violation = what;
+  };
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&] {
+      httplib::Client c("127.0.0.1", server_->port());
+      int last = 0;
+      while (!done) {
+        const int floor = acknowledged.load();  // acknowledged before this read began
+        auto res = c.Get("/app/v1/services/burst?user.name=alice");
+        const int ceiling = in_flight.load();  // nothing past this was ever written
+        if (!res || res->status != 200) {
+          violation("GET failed");
+          continue;
+        }
+        ++reads;
+        const json body = json::parse(res->body, nullptr, false);
+        const int n = body["components"][0]["number_of_containers"].get<int>();
+        if (n < floor) {
+          violation("read " + std::to_string(n) + " after " + std::to_string(floor) +
+                    " was acknowledged");
+        }
+        if (n > ceiling) violation("read " + std::to_string(n) + ", never written");
+        if (n < last) violation("went back from " + std::to_string(last) + " to " + std::to_string(n));
+        last = n;
+      }
+    });
+  }
+  for (int n = 2; n <= kFlexes; ++n) {
+    in_flight = n;
+    Reply r = Call("PUT", "/app/v1/services/burst/components/sleeper",
+                   {{"number_of_containers", n}});
+    ASSERT_EQ(r.status, 200) << r.text;
+    acknowledged = n;
+    // Read-your-write from the writer itself.
+    Reply s = Call("GET", "/app/v1/services/burst");
+    EXPECT_EQ(s.body["components"][0]["number_of_containers"], n);
+  }
+  done = true;
+  for (auto& t : readers) t.join();
+  EXPECT_EQ(violations.load(), 0) << first_violation;
+  EXPECT_GT(reads.load(), kFlexes);
+  // What the readers saw last is what the store holds: a restarted server reads it back.
+  server_->Kill9();
+  ASSERT_TRUE(server_->Start()) << server_->log();
+  Reply s = Call("GET", "/app/v1/services/burst");
+  EXPECT_EQ(s.body["components"][0]["number_of_containers"], kFlexes) << s.text;
 }
 
 }  // namespace

@@ -1,14 +1,16 @@
 #include "api/api_server.h"
 
 #include <fcntl.h>
-#include <httplib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include <stdexcept>
 #include <thread>
 
 #include "api/json_views.h"
@@ -20,6 +22,64 @@ namespace tarn::api {
 namespace {
 
 using json = nlohmann::json;
+
+// What a route's handler sees: the path percent-decoded, the query's parameters (with '+'
+// as a space), and the path's ([^/]+) segments in matches[1..].
+struct ApiRequest {
+  std::string method;  // as sent ("HEAD" runs the GET route)
+  std::string path;
+  std::multimap<std::string, std::string> params;
+  std::vector<std::string> matches;  // [0]: the whole path
+  std::string body;
+
+  bool has_param(const std::string& key) const { return params.count(key) > 0; }
+  std::string get_param_value(const std::string& key) const {
+    auto it = params.find(key);
+    return it == params.end() ? "" : it->second;
+  }
+};
+
+struct ApiResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::shared_ptr<http::BodyStream> stream;  // a chunked body instead of `body`
+
+  void set_content(std::string text, std::string type) {
+    body = std::move(text);
+    content_type = std::move(type);
+  }
+  void set_header(std::string name, std::string value) {
+    headers.emplace_back(std::move(name), std::move(value));
+  }
+};
+
+ApiRequest ParseRequest(http::Request&& r) {
+  ApiRequest req;
+  req.method = std::move(r.method);
+  req.body = std::move(r.body);
+  const std::string_view target = r.target;
+  const size_t q = target.find('?');
+  req.path = http::PercentDecode(target.substr(0, q), /*plus_is_space=*/false);
+  if (q != std::string_view::npos) {
+    std::string_view query = target.substr(q + 1);
+    while (!query.empty()) {
+      const size_t amp = query.find('&');
+      const std::string_view pair = query.substr(0, amp);
+      if (!pair.empty()) {
+        const size_t eq = pair.find('=');
+        req.params.emplace(http::PercentDecode(pair.substr(0, eq), true),
+                           eq == std::string_view::npos
+                               ? std::string()
+                               : http::PercentDecode(pair.substr(eq + 1), true));
+      }
+      if (amp == std::string_view::npos) break;
+      query.remove_prefix(amp + 1);
+    }
+  }
+  return req;
+}
 
 int HttpStatus(const Status& s) {
   switch (s.code()) {
@@ -40,20 +100,20 @@ int HttpStatus(const Status& s) {
   }
 }
 
-void Reply(httplib::Response& res, int status, const json& body) {
+void Reply(ApiResponse& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(), "application/json");
 }
 
-void Error(httplib::Response& res, int status, const std::string& diagnostics) {
+void Error(ApiResponse& res, int status, const std::string& diagnostics) {
   Reply(res, status, json{{"diagnostics", diagnostics}});
 }
 
-void Error(httplib::Response& res, const Status& s) { Error(res, HttpStatus(s), s.message()); }
+void Error(ApiResponse& res, const Status& s) { Error(res, HttpStatus(s), s.message()); }
 
 // The caller, from ?user.name= (Hadoop's simple auth), as a DNS label; replies and returns
 // false when it is missing or unusable.
-bool User(const httplib::Request& req, httplib::Response& res, std::string* user) {
+bool User(const ApiRequest& req, ApiResponse& res, std::string* user) {
   if (!req.has_param("user.name") || req.get_param_value("user.name").empty()) {
     Error(res, 401,
           "no user: add ?user.name=NAME to the request (Hadoop simple authentication); "
@@ -70,7 +130,7 @@ bool User(const httplib::Request& req, httplib::Response& res, std::string* user
   return true;
 }
 
-bool ParseBody(const httplib::Request& req, httplib::Response& res, json* body) {
+bool ParseBody(const ApiRequest& req, ApiResponse& res, json* body) {
   try {
     *body = json::parse(req.body);
   } catch (const json::parse_error& e) {
@@ -85,8 +145,7 @@ bool ParseBody(const httplib::Request& req, httplib::Response& res, json* body) 
 }
 
 // Rejects fields other than `allowed`, naming the first unknown one.
-bool OnlyFields(const json& body, std::initializer_list<const char*> allowed,
-                httplib::Response& res) {
+bool OnlyFields(const json& body, std::initializer_list<const char*> allowed, ApiResponse& res) {
   for (auto it = body.begin(); it != body.end(); ++it) {
     bool ok = false;
     for (const char* a : allowed) ok |= it.key() == a;
@@ -100,10 +159,152 @@ bool OnlyFields(const json& body, std::initializer_list<const char*> allowed,
   return true;
 }
 
+// An instance's log as a chunked body: what the file holds from `offset`, then, when
+// following, what is appended while the same run of the instance goes on (as the newest
+// snapshot tells).
+class LogStream : public http::BodyStream {
+ public:
+  LogStream(const ServiceLoop& loop, std::string path, int64_t offset, bool follow,
+            std::string user, std::string name, std::string instance, std::string container)
+      : loop_(loop),
+        path_(std::move(path)),
+        offset_(offset),
+        follow_(follow),
+        user_(std::move(user)),
+        name_(std::move(name)),
+        instance_(std::move(instance)),
+        container_(std::move(container)) {}
+
+  Next Pull(std::string* chunk) override {
+    if (Read(chunk)) return Next::kData;
+    if (!follow_ || ended_) return Next::kEnd;
+    const std::shared_ptr<const StateSnapshot> snapshot = loop_.Snapshot();
+    const InstanceRun* run = snapshot->Run(user_, name_, instance_);
+    if (run != nullptr && run->container_id == container_ && run->running) return Next::kWait;
+    // The run ended: what it wrote before it did is in the file now.
+    ended_ = true;
+    return Read(chunk) ? Next::kData : Next::kEnd;
+  }
+
+ private:
+  bool Read(std::string* chunk) {
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false;
+    struct stat now {};
+    if (::fstat(fd, &now) == 0 && now.st_size < offset_) offset_ = 0;  // rotated or truncated
+    chunk->resize(64 << 10);
+    const ssize_t n = ::pread(fd, chunk->data(), chunk->size(), offset_);
+    ::close(fd);
+    if (n <= 0) return false;
+    chunk->resize(static_cast<size_t>(n));
+    offset_ += n;
+    return true;
+  }
+
+  const ServiceLoop& loop_;
+  const std::string path_;
+  int64_t offset_;
+  const bool follow_;
+  const std::string user_, name_, instance_, container_;
+  bool ended_ = false;
+};
+
 constexpr double kLatencyBuckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                       0.05,   0.1,   0.25,   0.5,   1,    2.5};
 
 }  // namespace
+
+// The route table: paths written as the regexes httplib took (a literal, or ([^/]+) for one
+// segment), matched segment by segment; openapi_test reads the registrations below.
+class ApiServer::Routes {
+ public:
+  using Handler = std::function<void(const ApiRequest&, ApiResponse&)>;
+  enum class Runs { kInline, kPool };  // on the I/O thread (reads a snapshot) or the pool
+
+  struct Route {
+    std::string method;
+    std::vector<std::string> segments;  // "" stands for ([^/]+)
+    Handler handler;
+    Runs runs;
+  };
+
+  void Add(std::string method, const std::string& pattern, Handler handler, Runs runs) {
+    Route r{std::move(method), {}, std::move(handler), runs};
+    std::string marked = pattern;  // ([^/]+) holds a '/': mark it before splitting at '/'
+    for (size_t g = marked.find(kSegment); g != std::string::npos; g = marked.find(kSegment, g)) {
+      marked.replace(g, kSegment.size(), "\x01");
+    }
+    for (const std::string& s : Split(marked)) {
+      if (s == "\x01") {
+        r.segments.emplace_back();
+      } else if (s.empty() || s.find_first_of("()[]*+?^$|\\") != std::string::npos) {
+        throw std::logic_error("route " + pattern + ": only literals and ([^/]+) segments");
+      } else {
+        r.segments.push_back(s);
+      }
+    }
+    routes_.push_back(std::move(r));
+  }
+
+  // The route for `method` (GET's for HEAD) and `path`, with the captured segments; else
+  // nullptr and the methods the path allows, if any.
+  const Route* Find(const std::string& method, const std::string& path,
+                    std::vector<std::string>* matches, std::string* allowed) const {
+    const std::vector<std::string> parts = Split(path);
+    const std::string& want = method == "HEAD" ? kGet : method;
+    for (const Route& r : routes_) {
+      std::vector<std::string> captured{path};
+      if (!Matches(r, parts, &captured)) continue;
+      if (r.method == want) {
+        *matches = std::move(captured);
+        return &r;
+      }
+      if (allowed->find(r.method) == std::string::npos) {
+        *allowed += (allowed->empty() ? "" : ", ") + r.method;
+      }
+    }
+    return nullptr;
+  }
+
+ private:
+  inline static const std::string kGet = "GET";
+  inline static const std::string kSegment = "([^/]+)";
+
+  // "/a/b" -> {"a", "b"}; a path that does not start with '/' -> {} (matches nothing).
+  static std::vector<std::string> Split(const std::string& path) {
+    std::vector<std::string> out;
+    if (path.empty() || path[0] != '/') return out;
+    size_t start = 1;
+    for (;;) {
+      const size_t slash = path.find('/', start);
+      out.push_back(path.substr(start, slash == std::string::npos ? slash : slash - start));
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    return out;
+  }
+
+  static bool Matches(const Route& r, const std::vector<std::string>& parts,
+                      std::vector<std::string>* captured) {
+    if (parts.size() != r.segments.size()) return false;
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (r.segments[i].empty()) {
+        if (parts[i].empty()) return false;
+        captured->push_back(parts[i]);
+      } else if (parts[i] != r.segments[i]) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::vector<Route> routes_;
+};
+
+struct ApiServer::Pool {
+  explicit Pool(int threads) : pool(static_cast<size_t>(std::max(1, threads))) {}
+  boost::asio::thread_pool pool;
+};
 
 StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text,
                                                     const std::string& what) {
@@ -125,38 +326,91 @@ StatusOr<std::pair<std::string, int>> ParseHostPort(const std::string& text,
   return std::make_pair(host, static_cast<int>(*port));
 }
 
+http::Server::Options ApiServer::DefaultHttpOptions() {
+  http::Server::Options o;
+  o.threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  o.max_body_bytes = 4 << 20;
+  o.header_timeout = std::chrono::seconds(10);
+  o.body_timeout = std::chrono::seconds(30);
+  o.idle_timeout = std::chrono::seconds(60);
+  o.write_timeout = std::chrono::seconds(30);
+  o.linger_timeout = std::chrono::seconds(5);
+  o.max_connections = 1024;
+  return o;
+}
+
 ApiServer::ApiServer(Options options)
-    : options_(std::move(options)), http_(std::make_unique<httplib::Server>()) {
-  const int threads = options_.threads;
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_tcp_nodelay(true);
-  http_->set_keep_alive_max_count(100000);
-  // An idle keep-alive connection holds a worker thread, and shutdown waits for it.
-  http_->set_keep_alive_timeout(5);
-  http_->set_read_timeout(5);
-  http_->set_write_timeout(30);
-  http_->set_payload_max_length(options_.max_body_bytes);
-  Routes();
+    : options_(std::move(options)), routes_(std::make_unique<Routes>()) {
+  Register();
 }
 
-ApiServer::~ApiServer() = default;
+ApiServer::~ApiServer() { Shutdown(); }
 
-StatusOr<int> ApiServer::Bind(const std::string& host, int port) {
-  if (port == 0) {
-    int p = http_->bind_to_any_port(host);
-    if (p <= 0) return UnavailableError("cannot listen on " + host + ":0");
-    return p;
-  }
-  if (!http_->bind_to_port(host, port)) {
-    return UnavailableError("cannot listen on " + host + ":" + std::to_string(port) +
-                            " (in use, or not an address of this machine)");
-  }
-  return port;
+StatusOr<int> ApiServer::Start(const std::string& host, int port) {
+  http::Server::Options o = options_.http;
+  o.listen.host = host;
+  o.listen.port = port;
+  o.server_header = "tarn";
+  o.render_error = [](int status, const std::string& message) {
+    return http::Response(status, "application/json", json{{"diagnostics", message}}.dump());
+  };
+  auto server = http::Server::Create(std::move(o), [this](http::Request r, http::Responder done) {
+    Handle(std::move(r), std::move(done));
+  });
+  if (!server.ok()) return server.status();
+  http_ = std::move(server).value();
+  pool_ = std::make_unique<Pool>(options_.blocking_threads);
+  http_->Start();
+  return http_->port();
 }
 
-void ApiServer::Serve() { http_->listen_after_bind(); }
+void ApiServer::Shutdown() {
+  if (!http_) return;
+  // Streams end at their next poll; commands in the pool finish (the loop still runs).
+  http_->Drain(std::chrono::seconds(5));
+  pool_->pool.join();
+  http_.reset();
+  pool_.reset();
+}
 
-void ApiServer::Shutdown() { http_->stop(); }
+void ApiServer::Handle(http::Request request, http::Responder respond) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto finish = [this, t0, method = request.method,
+                 respond = std::move(respond)](ApiResponse res) {
+    CountRequest(method, res.status,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    http::Response out(res.status, std::move(res.content_type), std::move(res.body));
+    out.headers = std::move(res.headers);
+    out.stream = std::move(res.stream);
+    respond(std::move(out));
+  };
+  ApiRequest req = ParseRequest(std::move(request));
+  std::string allowed;
+  const Routes::Route* route = routes_->Find(req.method, req.path, &req.matches, &allowed);
+  if (route == nullptr) {
+    ApiResponse res;
+    if (!allowed.empty()) {
+      res.set_header("Allow", allowed);
+      Error(res, 405,
+            req.method + " is not allowed on " + req.path + " (allowed: " + allowed + ")");
+    } else {
+      Error(res, 404, "no such path: " + req.method + " " + req.path + " (see docs/api.md)");
+    }
+    return finish(std::move(res));
+  }
+  auto run = [route, req = std::move(req), finish = std::move(finish)]() mutable {
+    ApiResponse res;
+    try {
+      route->handler(req, res);
+    } catch (const std::exception& e) {
+      res = ApiResponse();
+      Error(res, 500, std::string("internal error: ") + e.what());
+    }
+    finish(std::move(res));
+  };
+  if (route->runs == Routes::Runs::kInline) return run();
+  boost::asio::post(pool_->pool, std::move(run));
+}
 
 void ApiServer::CountRequest(const std::string& method, int status, double seconds) {
   std::lock_guard lock(metrics_mu_);
@@ -199,19 +453,28 @@ std::string ApiServer::Metrics() const {
     out += buf;
     out += "tarn_http_request_duration_seconds_count " + std::to_string(latency_count_) + "\n";
   }
+  if (http_) {
+    out += "# HELP tarn_http_open_connections Connections to the API open now.\n";
+    out += "# TYPE tarn_http_open_connections gauge\ntarn_http_open_connections " +
+           std::to_string(http_->open_connections()) + "\n";
+    out += "# HELP tarn_http_refused_connections_total Connections refused at the cap.\n";
+    out += "# TYPE tarn_http_refused_connections_total counter\n"
+           "tarn_http_refused_connections_total " +
+           std::to_string(http_->refused_connections()) + "\n";
+  }
   std::map<std::string, int64_t> assemblies, instances;
   int64_t restarts = 0;
-  options_.loop->Call([&](service::Manager& m) {
-    for (const auto& a : m.List("")) {
-      ++assemblies[a.state];
-      for (const auto& c : a.components) {
-        for (const auto& i : c.instances) {
-          ++instances[i.state];
-          restarts += i.restarts;
-        }
+  const std::shared_ptr<const StateSnapshot> snapshot = options_.loop->Snapshot();
+  for (const auto& view : snapshot->assemblies) {
+    const service::AssemblyStatus& a = view->status();
+    ++assemblies[a.state];
+    for (const auto& c : a.components) {
+      for (const auto& i : c.instances) {
+        ++instances[i.state];
+        restarts += i.restarts;
       }
     }
-  });
+  }
   out +=
       "# HELP tarn_assemblies Assemblies of every user, by state.\n# TYPE tarn_assemblies gauge\n";
   for (const auto& [state, n] : assemblies) {
@@ -235,98 +498,43 @@ std::string ApiServer::Metrics() const {
   return out;
 }
 
-void ApiServer::Routes() {
-  // Every route is registered through Timed(), which counts it for /metrics.
+void ApiServer::Register() {
+  // h.Get/Post/Put/Delete(path, handler): openapi_test finds the routes, their query
+  // parameters and their statuses in the text below.
   struct Router {
-    ApiServer* self;
-    httplib::Server& http;
-    httplib::Server::Handler Timed(httplib::Server::Handler handler) {
-      return [self = self, handler](const httplib::Request& req, httplib::Response& res) {
-        auto t0 = std::chrono::steady_clock::now();
-        handler(req, res);
-        // A handler that sets no status (a streamed body, the logs) is sent as httplib
-        // sends it: 200, or 206 for a range; count what the client gets.
-        const int sent = res.status != -1 ? res.status : req.ranges.empty() ? 200 : 206;
-        self->CountRequest(
-            req.method, sent,
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      };
+    Routes& routes;
+    void Get(const std::string& p, Routes::Handler f, Routes::Runs runs = Routes::Runs::kInline) {
+      routes.Add("GET", p, std::move(f), runs);
     }
-    void Get(const std::string& p, httplib::Server::Handler f) {
-      Note("GET", p);
-      http.Get(p, Timed(f));
+    void Post(const std::string& p, Routes::Handler f) {
+      routes.Add("POST", p, std::move(f), Routes::Runs::kPool);
     }
-    void Post(const std::string& p, httplib::Server::Handler f) {
-      Note("POST", p);
-      http.Post(p, Timed(f));
+    void Put(const std::string& p, Routes::Handler f) {
+      routes.Add("PUT", p, std::move(f), Routes::Runs::kPool);
     }
-    void Put(const std::string& p, httplib::Server::Handler f) {
-      Note("PUT", p);
-      http.Put(p, Timed(f));
-    }
-    void Delete(const std::string& p, httplib::Server::Handler f) {
-      Note("DELETE", p);
-      http.Delete(p, Timed(f));
-    }
-    // Remembered so that a known path asked with another method gets 405, not 404.
-    void Note(const std::string& method, const std::string& pattern) {
-      self->routes_.push_back({std::regex(pattern), method});
+    void Delete(const std::string& p, Routes::Handler f) {
+      routes.Add("DELETE", p, std::move(f), Routes::Runs::kPool);
     }
   };
-  Router h{this, *http_};
+  Router h{*routes_};
   ServiceLoop& loop = *options_.loop;
+  const Clock& clock = *options_.clock;
   const std::string domain = options_.domain;
 
-  http_->set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return;
-    std::string allowed;
-    if (res.status == 404) {
-      for (const auto& [pattern, method] : routes_) {
-        if (std::regex_match(req.path, pattern) && allowed.find(method) == std::string::npos) {
-          allowed += (allowed.empty() ? "" : ", ") + method;
-        }
-      }
-    }
-    if (!allowed.empty()) {
-      res.set_header("Allow", allowed);
-      Error(res, 405,
-            req.method + " is not allowed on " + req.path + " (allowed: " + allowed + ")");
-    } else if (res.status == 404) {
-      Error(res, 404, "no such path: " + req.method + " " + req.path + " (see docs/api.md)");
-    } else if (res.status == 413) {
-      Error(res, 413, "request body too large");
-    } else if (res.status == 400) {
-      Error(res, 400, "malformed HTTP request");
-    } else {
-      Error(res, res.status, "HTTP " + std::to_string(res.status));
-    }
-  });
-  http_->set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-        std::string what = "unknown exception";
-        try {
-          std::rethrow_exception(ep);
-        } catch (const std::exception& e) {
-          what = e.what();
-        } catch (...) {
-        }
-        Error(res, 500, "internal error: " + what);
-      });
-
-  h.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+  h.Get("/healthz", [](const ApiRequest&, ApiResponse& res) {
     res.set_content("ok\n", "text/plain");
   });
-  h.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+  h.Get("/metrics", [this](const ApiRequest&, ApiResponse& res) {
     res.set_content(Metrics(), "text/plain; version=0.0.4");
   });
-  h.Get("/tarn/v1/openapi.yaml", [this](const httplib::Request&, httplib::Response& res) {
+  h.Get("/tarn/v1/openapi.yaml", [this](const ApiRequest&, ApiResponse& res) {
     res.set_content(options_.openapi_yaml, "application/yaml");
   });
-  h.Get("/app/v1/services/version", [this](const httplib::Request&, httplib::Response& res) {
+  h.Get("/app/v1/services/version", [this](const ApiRequest&, ApiResponse& res) {
     Reply(res, 200, json{{"tarn_version", options_.version}, {"api", "v1"}});
   });
 
-  h.Post("/app/v1/services", [&loop, domain](const httplib::Request& req, httplib::Response& res) {
+  h.Post("/app/v1/services", [&loop, domain](const ApiRequest& req, ApiResponse& res) {
     std::string user;
     if (!User(req, res, &user)) return;
     json body;
@@ -359,33 +567,29 @@ void ApiServer::Routes() {
                              : "ACCEPTED"}});
   });
 
-  h.Get("/app/v1/services", [&loop](const httplib::Request& req, httplib::Response& res) {
+  h.Get("/app/v1/services", [&loop, &clock](const ApiRequest& req, ApiResponse& res) {
     std::string user;
     if (!User(req, res, &user)) return;
-    std::vector<service::AssemblyStatus> list;
-    if (!loop.Call([&](service::Manager& m) { list = m.List(user); })) {
-      return Error(res, 503, "tarn server is shutting down");
-    }
+    const int64_t now = clock.WallMillis();
     json out = json::array();
-    for (const auto& a : list) out.push_back(ServiceSummaryJson(a));
+    for (const auto& view : loop.Snapshot()->assemblies) {
+      if (view->status().user == user) out.push_back(ServiceSummaryJson(view->Status(now)));
+    }
     Reply(res, 200, out);
   });
 
-  h.Get(R"(/app/v1/services/([^/]+))",
-        [&loop](const httplib::Request& req, httplib::Response& res) {
-          std::string user;
-          if (!User(req, res, &user)) return;
-          const std::string name = req.matches[1];
-          StatusOr<service::AssemblyStatus> st = NotFoundError("");
-          if (!loop.Call([&](service::Manager& m) { st = m.Get(user, name); })) {
-            return Error(res, 503, "tarn server is shutting down");
-          }
-          if (!st.ok()) return Error(res, st.status());
-          Reply(res, 200, ServiceJson(*st));
-        });
+  h.Get(R"(/app/v1/services/([^/]+))", [&loop, &clock](const ApiRequest& req, ApiResponse& res) {
+    std::string user;
+    if (!User(req, res, &user)) return;
+    const std::string name = req.matches[1];
+    const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
+    const AssemblyView* view = snapshot->Find(user, name);
+    if (view == nullptr) return Error(res, 404, "assembly " + name + " not found");
+    res.set_content(*view->Json(clock.WallMillis()), "application/json");
+  });
 
   h.Put(
-      R"(/app/v1/services/([^/]+))", [&loop](const httplib::Request& req, httplib::Response& res) {
+      R"(/app/v1/services/([^/]+))", [&loop](const ApiRequest& req, ApiResponse& res) {
         std::string user;
         if (!User(req, res, &user)) return;
         const std::string name = req.matches[1];
@@ -434,8 +638,8 @@ void ApiServer::Routes() {
         Reply(res, 200, json{{"diagnostics", diagnostics}});
       });
 
-  h.Put(R"(/app/v1/services/([^/]+)/components/([^/]+))", [&loop](const httplib::Request& req,
-                                                                  httplib::Response& res) {
+  h.Put(R"(/app/v1/services/([^/]+)/components/([^/]+))", [&loop](const ApiRequest& req,
+                                                                  ApiResponse& res) {
     std::string user;
     if (!User(req, res, &user)) return;
     const std::string name = req.matches[1];
@@ -468,7 +672,7 @@ void ApiServer::Routes() {
   });
 
   h.Delete(R"(/app/v1/services/([^/]+))",
-           [&loop](const httplib::Request& req, httplib::Response& res) {
+           [&loop](const ApiRequest& req, ApiResponse& res) {
              std::string user;
              if (!User(req, res, &user)) return;
              const std::string name = req.matches[1];
@@ -480,125 +684,78 @@ void ApiServer::Routes() {
              Reply(res, 200, json{{"diagnostics", "Successfully destroyed service " + name}});
            });
 
-  h.Get("/tarn/v1/nodes", [&loop](const httplib::Request& req, httplib::Response& res) {
+  h.Get("/tarn/v1/nodes", [&loop](const ApiRequest& req, ApiResponse& res) {
     std::string user;
     if (!User(req, res, &user)) return;
-    json out;
-    if (!loop.Call([&](service::Manager& m) { out = NodesJson(m.backend().Nodes()); })) {
-      return Error(res, 503, "tarn server is shutting down");
-    }
-    Reply(res, 200, out);
+    Reply(res, 200, NodesJson(loop.Snapshot()->nodes));
   });
 
-  h.Get("/tarn/v1/queues", [&loop](const httplib::Request& req, httplib::Response& res) {
+  h.Get("/tarn/v1/queues", [&loop](const ApiRequest& req, ApiResponse& res) {
     std::string user;
     if (!User(req, res, &user)) return;
-    json out;
-    if (!loop.Call([&](service::Manager& m) { out = QueuesJson(m.backend().Queues()); })) {
-      return Error(res, 503, "tarn server is shutting down");
-    }
-    Reply(res, 200, out);
+    Reply(res, 200, QueuesJson(loop.Snapshot()->queues));
   });
 
-  h.Get(R"(/tarn/v1/services/([^/]+)/events)",
-        [&loop](const httplib::Request& req, httplib::Response& res) {
-          std::string user;
-          if (!User(req, res, &user)) return;
-          const std::string name = req.matches[1];
-          StatusOr<std::vector<service::Event>> events = NotFoundError("");
-          if (!loop.Call([&](service::Manager& m) { events = m.Events(user, name); })) {
-            return Error(res, 503, "tarn server is shutting down");
-          }
-          if (!events.ok()) return Error(res, events.status());
-          Reply(res, 200, EventsJson(*events));
-        });
-
-  h.Get(R"(/tarn/v1/services/([^/]+)/instances/([^/]+)/logs)", [&loop](const httplib::Request& req,
-                                                                       httplib::Response& res) {
+  h.Get(R"(/tarn/v1/services/([^/]+)/events)", [&loop](const ApiRequest& req, ApiResponse& res) {
     std::string user;
     if (!User(req, res, &user)) return;
     const std::string name = req.matches[1];
-    const std::string instance = req.matches[2];
-    std::string stream = req.has_param("stream") ? req.get_param_value("stream") : "stdout";
-    if (stream != "stdout" && stream != "stderr") {
-      return Error(res, 400, "stream: expected stdout or stderr, got \"" + stream + "\"");
-    }
-    bool follow = req.has_param("follow") && req.get_param_value("follow") != "false" &&
-                  req.get_param_value("follow") != "0";
-    int64_t tail = -1;
-    if (req.has_param("tail")) {
-      auto t = ParseInt64(req.get_param_value("tail"));
-      if (!t || *t < 0) {
-        return Error(
-            res, 400,
-            "tail: expected a number of bytes, got \"" + req.get_param_value("tail") + "\"");
-      }
-      tail = *t;
-    }
-    Status st;
-    std::string path, container;
-    if (!loop.Call([&](service::Manager& m) {
-          auto ref = m.FindInstance(user, name, instance);
-          if (!ref.ok()) {
-            st = ref.status();
-            return;
-          }
-          path = m.backend().LogFile(*ref, stream == "stderr");
-          container = m.InstanceContainer(user, name, instance);
-        })) {
-      return Error(res, 503, "tarn server is shutting down");
-    }
-    if (!st.ok()) return Error(res, st);
-    if (path.empty()) {
-      return Error(res, 404, "instance " + instance + " has no " + stream + " log yet");
-    }
-    struct Follow {
-      std::string path;
-      int64_t offset = 0;
-      bool follow = false;
-    };
-    auto f = std::make_shared<Follow>();
-    f->path = path;
-    f->follow = follow;
-    struct stat sb {};
-    if (::stat(path.c_str(), &sb) == 0 && tail >= 0 && sb.st_size > tail) {
-      f->offset = sb.st_size - tail;
-    }
-    res.set_chunked_content_provider(
-        "text/plain", [f, &loop, user, name, instance, container](size_t, httplib::DataSink& sink) {
-          for (;;) {
-            int fd = ::open(f->path.c_str(), O_RDONLY | O_CLOEXEC);
-            if (fd >= 0) {
-              struct stat now {};
-              if (::fstat(fd, &now) == 0 && now.st_size < f->offset) f->offset = 0;
-              char buf[64 << 10];
-              ssize_t n = ::pread(fd, buf, sizeof buf, f->offset);
-              ::close(fd);
-              if (n > 0) {
-                f->offset += n;
-                if (!sink.write(buf, static_cast<size_t>(n))) return false;
-                return true;
-              }
-            }
-            if (!f->follow) {
-              sink.done();
-              return true;
-            }
-            // Nothing new: go on while the same run of the instance is running.
-            bool running = false;
-            bool ok = loop.Call([&](service::Manager& m) {
-              running = m.InstanceContainer(user, name, instance) == container &&
-                        m.InstanceRunning(user, name, instance);
-            });
-            if (!ok || !running) {
-              sink.done();
-              return true;
-            }
-            if (!sink.is_writable()) return false;
-            std::this_thread::sleep_for(std::chrono::milliseconds(200));
-          }
-        });
+    const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
+    const AssemblyView* view = snapshot->Find(user, name);
+    if (view == nullptr) return Error(res, 404, "assembly " + name + " not found");
+    Reply(res, 200, EventsJson(*view->events()));
   });
+
+  h.Get(
+      R"(/tarn/v1/services/([^/]+)/instances/([^/]+)/logs)",
+      [&loop](const ApiRequest& req, ApiResponse& res) {
+        std::string user;
+        if (!User(req, res, &user)) return;
+        const std::string name = req.matches[1];
+        const std::string instance = req.matches[2];
+        std::string stream = req.has_param("stream") ? req.get_param_value("stream") : "stdout";
+        if (stream != "stdout" && stream != "stderr") {
+          return Error(res, 400, "stream: expected stdout or stderr, got \"" + stream + "\"");
+        }
+        bool follow = req.has_param("follow") && req.get_param_value("follow") != "false" &&
+                      req.get_param_value("follow") != "0";
+        int64_t tail = -1;
+        if (req.has_param("tail")) {
+          auto t = ParseInt64(req.get_param_value("tail"));
+          if (!t || *t < 0) {
+            return Error(
+                res, 400,
+                "tail: expected a number of bytes, got \"" + req.get_param_value("tail") + "\"");
+          }
+          tail = *t;
+        }
+        Status st;
+        std::string path, container;
+        if (!loop.Call([&](service::Manager& m) {
+              auto ref = m.FindInstance(user, name, instance);
+              if (!ref.ok()) {
+                st = ref.status();
+                return;
+              }
+              path = m.backend().LogFile(*ref, stream == "stderr");
+              container = m.InstanceContainer(user, name, instance);
+            })) {
+          return Error(res, 503, "tarn server is shutting down");
+        }
+        if (!st.ok()) return Error(res, st);
+        if (path.empty()) {
+          return Error(res, 404, "instance " + instance + " has no " + stream + " log yet");
+        }
+        int64_t offset = 0;
+        struct stat sb {};
+        if (::stat(path.c_str(), &sb) == 0 && tail >= 0 && sb.st_size > tail) {
+          offset = sb.st_size - tail;
+        }
+        res.content_type = "text/plain";
+        res.stream = std::make_shared<LogStream>(loop, path, offset, follow, user, name, instance,
+                                                 container);
+      },
+      Routes::Runs::kPool);
 }
 
 }  // namespace tarn::api

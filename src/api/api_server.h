@@ -1,23 +1,28 @@
-// ApiServer: tarn's REST API (docs/api.md, docs/openapi.yaml) over cpp-httplib: the YARN
-// Services API v1 under /app/v1/services and tarn's extras under /tarn/v1/. Handlers run on
-// the HTTP library's thread pool and reach the Manager only through the ServiceLoop.
+// ApiServer: tarn's REST API (docs/api.md, docs/openapi.yaml) on the event-driven
+// http::Server: the YARN Services API v1 under /app/v1/services and tarn's extras under
+// /tarn/v1/.
+//
+// Reads (the status of assemblies, nodes, queues, events, /metrics) are answered on the I/O
+// threads from the service loop's newest StateSnapshot, never waiting for the loop.
+// Commands and the log lookups run on a small pool of threads that may block: they reach the
+// Manager only through ServiceLoop::Call, and are answered once the loop has committed them
+// and published the snapshot that shows them.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <regex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "api/service_loop.h"
+#include "common/clock.h"
 #include "common/status.h"
-
-namespace httplib {
-class Server;
-}
+#include "http/server.h"
 
 namespace tarn::api {
 
@@ -25,32 +30,40 @@ class ApiServer {
  public:
   struct Options {
     ServiceLoop* loop = nullptr;  // required
+    const Clock* clock = nullptr;  // required: the wall clock of remaining lifetimes
     std::string domain = "tarn";
     std::string version;       // tarn's version, for /app/v1/services/version
     std::string openapi_yaml;  // served at /tarn/v1/openapi.yaml
-    size_t max_body_bytes = 4 << 20;
-    int threads = 32;  // HTTP worker threads (a keep-alive connection holds one)
+    // Limits and timeouts; listen, server_header and render_error are set by Start.
+    http::Server::Options http = DefaultHttpOptions();
+    int blocking_threads = 8;  // for commands and log lookups, which wait for the loop
     std::function<std::string()> server_metrics;  // extra Prometheus text; may be empty
   };
+  static http::Server::Options DefaultHttpOptions();
 
   explicit ApiServer(Options options);
-  ~ApiServer();
+  ~ApiServer();  // Shutdown()s
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
 
-  // Binds HOST:PORT (port 0: any free port) and returns the bound port.
-  StatusOr<int> Bind(const std::string& host, int port);
-  // Serves until Shutdown(); blocks.
-  void Serve();
-  // Thread-safe; makes Serve() return.
+  // Binds HOST:PORT (port 0: any free port), starts serving, and returns the bound port.
+  StatusOr<int> Start(const std::string& host, int port);
+  // Ends every stream (followed logs), answers what is in flight, closes the connections.
   void Shutdown();
 
+  class Routes;  // api_server.cc
+
  private:
-  void Routes();
+  void Register();  // the routes
+  void Handle(http::Request request, http::Responder respond);
   void CountRequest(const std::string& method, int status, double seconds);
   std::string Metrics() const;
 
   Options options_;
-  std::unique_ptr<httplib::Server> http_;
-  std::vector<std::pair<std::regex, std::string>> routes_;  // (path pattern, method)
+  std::unique_ptr<Routes> routes_;
+  std::unique_ptr<http::Server> http_;
+  struct Pool;
+  std::unique_ptr<Pool> pool_;
   mutable std::mutex metrics_mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (method, status) -> count
   std::map<double, uint64_t> latency_buckets_;                // le -> count (cumulative later)

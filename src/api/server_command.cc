@@ -3,9 +3,11 @@
 #include <arpa/inet.h>
 #include <pwd.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -66,7 +68,6 @@ struct Daemon::Parts {
   std::unique_ptr<service::Backend> backend;  // local or slurm
   std::unique_ptr<service::Manager> manager;
   std::unique_ptr<ApiServer> api;
-  std::thread serve;
   bool shut_down = false;
 };
 
@@ -180,7 +181,6 @@ void Daemon::Shutdown() {
   if (p.shut_down) return;
   p.shut_down = true;
   if (p.api) p.api->Shutdown();
-  if (p.serve.joinable()) p.serve.join();
   if (p.loop) p.loop->Stop();
   if (p.dns) p.dns->Stop();
   if (p.container_dns) p.container_dns->Stop();
@@ -308,6 +308,14 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
 
   ApiServer::Options ao;
   ao.loop = p->loop.get();
+  ao.clock = &p->clock;
+  const HttpConfig& hc = config.http;
+  if (hc.threads.value_or(0) > 0) ao.http.threads = *hc.threads;
+  ao.http.max_connections = hc.max_connections.value_or(ao.http.max_connections);
+  ao.http.max_body_bytes = hc.max_body_bytes.value_or(ao.http.max_body_bytes);
+  ao.http.header_timeout = hc.header_timeout.value_or(ao.http.header_timeout);
+  ao.http.body_timeout = hc.body_timeout.value_or(ao.http.body_timeout);
+  ao.http.idle_timeout = hc.idle_timeout.value_or(ao.http.idle_timeout);
   ao.domain = config.domain;
   ao.version = TARN_VERSION;
   ao.openapi_yaml = OpenApiYaml();
@@ -319,8 +327,21 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     }
     return listeners.empty() ? std::string() : registry::DnsPrometheusText(listeners);
   };
+  // Each connection is a descriptor: make room for the cap, plus the server's own files.
+  if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {
+    const rlim_t want = static_cast<rlim_t>(ao.http.max_connections) + 256;
+    if (nofile.rlim_cur < want) {
+      nofile.rlim_cur = std::min(want, nofile.rlim_max);
+      ::setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    if (nofile.rlim_cur < want) {
+      std::cerr << "tarn server: warning: the open-file limit (" << nofile.rlim_cur
+                << ") is below http.max_connections (" << ao.http.max_connections
+                << ") + 256; raise it (ulimit -Hn) or lower the cap\n";
+    }
+  }
   p->api = std::make_unique<ApiServer>(ao);
-  auto port = p->api->Bind(listen.first, listen.second);
+  auto port = p->api->Start(listen.first, listen.second);
   if (!port.ok()) {
     Daemon d(std::move(p));  // shuts the parts down in order
     return InvalidArgumentError("--listen: " + port.status().message());
@@ -328,8 +349,6 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   p->address =
       (listen.first.find(':') != std::string::npos ? "[" + listen.first + "]" : listen.first) +
       ":" + std::to_string(*port);
-  ApiServer* api = p->api.get();
-  p->serve = std::thread([api] { api->Serve(); });
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
 }
 

@@ -225,11 +225,40 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
       c.dns_upstream = std::move(upstream);
     } else if (k == "backend") {
       ASSIGN_OR_RETURN(c.backend, ParseBackend(v, source));
+    } else if (k == "http") {
+      if (!v.is_object()) return Bad(source, k, "expected an object");
+      for (auto f = v.begin(); f != v.end(); ++f) {
+        const std::string fk = k + "." + f.key();
+        if (f.key() == "threads") {
+          ASSIGN_OR_RETURN(int64_t n, PositiveInt(*f, source, fk, 0));
+          if (n > 64) return Bad(source, fk, "at most 64");
+          c.http.threads = static_cast<int>(n);
+        } else if (f.key() == "max_connections") {
+          ASSIGN_OR_RETURN(int64_t n, PositiveInt(*f, source, fk, 1));
+          c.http.max_connections = static_cast<size_t>(n);
+        } else if (f.key() == "max_body_bytes") {
+          ASSIGN_OR_RETURN(int64_t n, PositiveInt(*f, source, fk, 1024));
+          c.http.max_body_bytes = static_cast<size_t>(n);
+        } else if (f.key() == "header_timeout_ms") {
+          ASSIGN_OR_RETURN(int64_t ms, PositiveInt(*f, source, fk, 100));
+          c.http.header_timeout = std::chrono::milliseconds(ms);
+        } else if (f.key() == "body_timeout_ms") {
+          ASSIGN_OR_RETURN(int64_t ms, PositiveInt(*f, source, fk, 100));
+          c.http.body_timeout = std::chrono::milliseconds(ms);
+        } else if (f.key() == "idle_timeout_ms") {
+          ASSIGN_OR_RETURN(int64_t ms, PositiveInt(*f, source, fk, 100));
+          c.http.idle_timeout = std::chrono::milliseconds(ms);
+        } else {
+          return Bad(source, fk,
+                     "unknown field (expected threads, max_connections, max_body_bytes, "
+                     "header_timeout_ms, body_timeout_ms, idle_timeout_ms)");
+        }
+      }
     } else {
       return Bad(source, k,
                  "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
                  "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
-                 "dns_upstream, backend)");
+                 "dns_upstream, backend, http)");
     }
   }
   auto parsed = scheduler::ParseQueues(queues);

@@ -20,6 +20,13 @@
 //     "dns_upstream": ["10.0.0.2", "10.0.0.3:53"] // where the DNS server forwards names
 //                                             // outside its domain; absent: the machine's
 //                                             // /etc/resolv.conf nameservers; []: none (REFUSED)
+//     "http": {"max_connections": 1024,       // the API's HTTP server (http/server.h):
+//              "header_timeout_ms": 10000,    // the request head, from the connection or
+//                                             // its first byte
+//              "body_timeout_ms": 30000,      // the body
+//              "idle_timeout_ms": 60000,      // a kept-alive connection between requests
+//              "max_body_bytes": 4194304,     // 413 above
+//              "threads": 0},                 // I/O threads; 0: the cores, at most 4
 //     "backend": {"type": "local"}            // where instances run (the default), or
 //     "backend": {"type": "slurm",            // a Slurm cluster (backend/slurm_backend.h):
 //                 "shared_dir": "/shared/tarn", // required: a directory every node sees
@@ -59,6 +66,13 @@ struct BackendConfig {
   std::chrono::milliseconds poll_interval{500};
 };
 
+// The "http" object: the API's limits; those not given keep ApiServer::DefaultHttpOptions.
+struct HttpConfig {
+  std::optional<int> threads;  // 0: the machine's cores, at most 4
+  std::optional<size_t> max_connections, max_body_bytes;
+  std::optional<std::chrono::milliseconds> header_timeout, body_timeout, idle_timeout;
+};
+
 struct ServerConfig {
   std::string domain = "tarn";
   std::vector<scheduler::QueueConfig> queues;  // ParseQueues'd; includes "default"
@@ -72,6 +86,7 @@ struct ServerConfig {
   std::optional<backend::NameResolution::Mode> container_names;  // none: auto
   std::optional<std::vector<std::string>> dns_upstream;          // none: the machine's
   BackendConfig backend;
+  HttpConfig http;
 };
 
 // `source` names the file in errors.

@@ -78,11 +78,25 @@ TEST(ServerConfigTest, BadValuesNameTheKey) {
                 "c.json: backend.sbatch_options[0]: expected an option"},
            Case{R"({"backend": {"type": "local", "shared_dir": "/s"}})",
                 "c.json: backend.shared_dir: unknown field"},
+           Case{R"({"http": []})", "c.json: http: expected an object"},
+           Case{R"({"http": {"max_connections": 0}})", "c.json: http.max_connections:"},
+           Case{R"({"http": {"header_timeout_ms": 5}})", "c.json: http.header_timeout_ms:"},
+           Case{R"({"http": {"max_conections": 10}})", "c.json: http.max_conections: unknown"},
        }) {
     auto c = ParseServerConfig(k.text, "c.json");
     ASSERT_FALSE(c.ok()) << k.text;
     EXPECT_EQ(c.status().message().rfind(k.error, 0), 0u) << c.status().message();
   }
+}
+
+TEST(ServerConfigTest, HttpLimitsKeepTheDefaultsTheyDoNotName) {
+  auto c = ParseServerConfig(R"({"http": {"max_connections": 5000, "header_timeout_ms": 2000}})",
+                             "c.json");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->http.max_connections, 5000u);
+  EXPECT_EQ(c->http.header_timeout, std::chrono::milliseconds(2000));
+  EXPECT_FALSE(c->http.body_timeout.has_value());
+  EXPECT_FALSE(c->http.threads.has_value());
 }
 
 }  // namespace

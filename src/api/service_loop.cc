@@ -12,6 +12,7 @@ ServiceLoop::~ServiceLoop() { Stop(); }
 
 void ServiceLoop::Start(service::Manager* manager) {
   manager_ = manager;
+  snapshots_.Publish(*manager_);
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -41,11 +42,7 @@ bool ServiceLoop::Call(const std::function<void(service::Manager&)>& f) {
   {
     std::lock_guard lock(mu_);
     if (stopping_ || stopped_) return false;
-    tasks_.push_back([this, &f, &done] {
-      f(*manager_);
-      ++calls_;
-      done.set_value();
-    });
+    tasks_.push_back(Task{&f, &done});
   }
   cv_.notify_one();
   finished.wait();
@@ -58,7 +55,7 @@ uint64_t ServiceLoop::calls_handled() const { return calls_.load(); }
 
 void ServiceLoop::Run() {
   for (;;) {
-    std::deque<std::function<void()>> batch;
+    std::deque<Task> batch;
     std::vector<service::BackendEvent> events;
     {
       std::unique_lock lock(mu_);
@@ -83,9 +80,14 @@ void ServiceLoop::Run() {
       events_ += events.size();
     }
     // Tasks run without the lock: they call the backend, which may Post() at once.
-    for (auto& task : batch) task();
+    for (const Task& task : batch) {
+      (*task.f)(*manager_);
+      ++calls_;
+    }
     auto next = manager_->NextDeadline();
     if ((batch.empty() && events.empty()) || (next && *next <= clock_.Now())) manager_->Tick();
+    snapshots_.Publish(*manager_);
+    for (const Task& task : batch) task.done->set_value();
   }
 }
 

@@ -2,16 +2,20 @@
 // backend's threads never touch the Manager; they hand it work through this loop: Post()
 // a backend event, Call() a function and wait for it. Between inputs the loop sleeps until
 // the Manager's next deadline (restart backoffs, probes, lifetimes), at most `max_idle`.
+// After each round of work it publishes a StateSnapshot for the readers, and only then are
+// that round's Call()s answered: what a caller was told is done, readers see.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "api/state_snapshot.h"
 #include "common/clock.h"
 #include "service/manager.h"
 
@@ -25,7 +29,8 @@ class ServiceLoop {
   ServiceLoop(const ServiceLoop&) = delete;
   ServiceLoop& operator=(const ServiceLoop&) = delete;
 
-  // Starts the thread. Events posted before are kept and handled first.
+  // Starts the thread. Events posted before are kept and handled first. A snapshot of the
+  // manager is published before this returns.
   void Start(service::Manager* manager);
   // Runs what is queued, then ends the thread. Later Call()s fail.
   void Stop();
@@ -40,6 +45,9 @@ class ServiceLoop {
   uint64_t events_handled() const;
   uint64_t calls_handled() const;
 
+  // The newest snapshot; any thread.
+  std::shared_ptr<const StateSnapshot> Snapshot() const { return snapshots_.Current(); }
+
  private:
   void Run();
 
@@ -48,12 +56,17 @@ class ServiceLoop {
   service::Manager* manager_ = nullptr;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> tasks_;
+  struct Task {
+    const std::function<void(service::Manager&)>* f;
+    std::promise<void>* done;  // set once the round's snapshot is published
+  };
+  std::deque<Task> tasks_;
   std::vector<service::BackendEvent> events_pending_;
   bool stopping_ = false;
   bool stopped_ = false;
   std::atomic<uint64_t> events_{0};
   std::atomic<uint64_t> calls_{0};
+  SnapshotPublisher snapshots_;
   std::thread thread_;
 };
 

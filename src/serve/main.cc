@@ -12,7 +12,7 @@
 
 #include "common/file.h"
 #include "common/workload_process.h"
-#include "serve/http_server.h"
+#include "http/server.h"
 #include "serve/model_repository.h"
 #include "serve/rest_api.h"
 #include "serve/serve_metrics.h"
@@ -135,14 +135,20 @@ int main(int argc, char** argv) {
   if (!repository.ok()) return Fail(repository.status().message());
 
   RestApi api(**repository, metrics, "0.1.0");
-  HttpServer::Options ho;
-  ho.host = host;
-  ho.port = rest_api_port;
+  tarn::http::Server::Options ho;
+  ho.listen.host = host;
+  ho.listen.port = rest_api_port;
+  ho.server_header = "tarn-serve";
   ho.threads = rest_api_num_threads;
   ho.max_body_bytes = static_cast<size_t>(max_body_bytes);
-  ho.request_timeout = std::chrono::milliseconds(rest_api_timeout_in_ms);
-  auto server = HttpServer::Create(
-      ho, [&api](HttpRequest r, Responder respond) { api.Handle(std::move(r), std::move(respond)); });
+  // TF Serving's one REST timeout: for the request head, the body, an idle keep-alive
+  // connection and each write.
+  const std::chrono::milliseconds timeout(rest_api_timeout_in_ms);
+  ho.header_timeout = ho.body_timeout = ho.idle_timeout = ho.write_timeout = timeout;
+  auto server = tarn::http::Server::Create(ho, [&api](tarn::http::Request r,
+                                                      tarn::http::Responder respond) {
+    api.Handle(std::move(r), std::move(respond));
+  });
   if (!server.ok()) return Fail(server.status().message());
 
   struct sigaction sa {};

@@ -144,11 +144,11 @@ Route Parse(std::string_view target) {
   return NotFoundRoute(path);
 }
 
-HttpResponse JsonResponse(int status, const json& body) {
-  return HttpResponse{status, "application/json", body.dump() + "\n"};
+http::Response JsonResponse(int status, const json& body) {
+  return http::Response(status, "application/json", body.dump() + "\n");
 }
 
-HttpResponse Error(const Status& s) {
+http::Response Error(const Status& s) {
   return JsonResponse(HttpStatusFor(s.code()), json{{"error", s.message()}});
 }
 
@@ -215,13 +215,36 @@ json V2Metadata(const LoadedVersion& v, const std::vector<VersionStatus>& versio
 
 }  // namespace
 
-void RestApi::Handle(HttpRequest request, Responder respond) {
+int HttpStatusFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kCancelled: return 499;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kDeadlineExceeded: return 504;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists: return 409;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kResourceExhausted: return 429;
+    case StatusCode::kFailedPrecondition: return 400;
+    case StatusCode::kAborted: return 409;
+    case StatusCode::kOutOfRange: return 400;
+    case StatusCode::kUnimplemented: return 501;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kUnknown:
+    case StatusCode::kInternal:
+    case StatusCode::kDataLoss: return 500;
+  }
+  return 500;
+}
+
+void RestApi::Handle(http::Request request, http::Responder respond) {
   const Route route = Parse(request.target);
   // Metric labels only name configured models, so that unknown names cannot grow them.
   const std::string model_label = repository_.HasModel(route.model) ? route.model : "";
   const auto start = Clock::now();
   auto finish = [this, api = route.api, model_label, start,
-                 respond = std::move(respond)](HttpResponse r) {
+                 respond = std::move(respond)](http::Response r) {
     metrics_.CountRequest(api, model_label, r.status, Clock::now() - start);
     respond(std::move(r));
   };
@@ -232,7 +255,7 @@ void RestApi::Handle(HttpRequest request, Responder respond) {
                                 request.target.substr(0, 200) + " (use " + route.method + ")"}}));
   }
   if (route.api == "metrics") {
-    return finish(HttpResponse{200, "text/plain; version=0.0.4", metrics_.Render(&repository_)});
+    return finish(http::Response{200, "text/plain; version=0.0.4", metrics_.Render(&repository_)});
   }
   if (route.api == "health" && route.model.empty()) {
     if (route.label == "live") return finish(JsonResponse(200, json{{"live", true}}));
@@ -274,7 +297,7 @@ void RestApi::Handle(HttpRequest request, Responder respond) {
                                             std::chrono::nanoseconds queued) mutable {
                  metrics_.ObserveQueue(version->model(), queued);
                  if (!out.ok()) return finish(Error(out.status()));
-                 finish(HttpResponse{
+                 finish(http::Response{
                      200, "application/json",
                      v2 ? FormatInferResponse(*out, req, version->model(), version->version())
                         : FormatPredictResponse(*out, req, version->meta())});

@@ -14,7 +14,8 @@
 
 #include <string>
 
-#include "serve/http_server.h"
+#include "common/status.h"
+#include "http/server.h"
 #include "serve/model_repository.h"
 #include "serve/serve_metrics.h"
 
@@ -25,12 +26,15 @@ class RestApi {
   RestApi(const ModelRepository& repository, ServeMetrics& metrics, std::string version)
       : repository_(repository), metrics_(metrics), version_(std::move(version)) {}
 
-  void Handle(HttpRequest request, Responder respond);
+  void Handle(http::Request request, http::Responder respond);
 
  private:
   const ModelRepository& repository_;
   ServeMetrics& metrics_;
   const std::string version_;
 };
+
+// TF Serving's mapping of status codes to HTTP statuses.
+int HttpStatusFor(StatusCode code);
 
 }  // namespace tarn::serve

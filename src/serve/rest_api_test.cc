@@ -55,12 +55,12 @@ class RestApiTest : public ::testing::Test {
     o.on_batch = [this](const std::string& m, const BatchStats& s) { metrics_.ObserveBatch(m, s); };
     repository_ = ModelRepository::Create(std::move(o)).value();
     api_ = std::make_unique<RestApi>(*repository_, metrics_, "test");
-    HttpServer::Options h;
-    h.host = "127.0.0.1";
-    h.port = 0;
+    http::Server::Options h;
+    h.listen.host = "127.0.0.1";
+    h.listen.port = 0;
     h.max_body_bytes = 64 << 10;
-    h.request_timeout = std::chrono::milliseconds(2000);
-    server_ = HttpServer::Create(h, [this](HttpRequest r, Responder respond) {
+    h.header_timeout = h.body_timeout = h.idle_timeout = std::chrono::milliseconds(2000);
+    server_ = http::Server::Create(h, [this](http::Request r, http::Responder respond) {
                 api_->Handle(std::move(r), respond);
               }).value();
     server_->Start();
@@ -94,7 +94,7 @@ class RestApiTest : public ::testing::Test {
   ServeMetrics metrics_;
   std::unique_ptr<ModelRepository> repository_;
   std::unique_ptr<RestApi> api_;
-  std::unique_ptr<HttpServer> server_;
+  std::unique_ptr<http::Server> server_;
   std::unique_ptr<httplib::Client> client_;
 };
 

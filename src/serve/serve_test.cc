@@ -18,6 +18,7 @@
 #include "common/subprocess.h"
 #include "common/temp_dir.h"
 #include "common/test_process.h"
+#include "http/raw_client_for_test.h"
 #include "train/idx.h"
 #include "train/logit_tolerance_for_test.h"
 #include "train/model_export.h"
@@ -248,6 +249,31 @@ TEST_F(ServeTest, SigtermAnswersEveryRequestInFlightThenExitsZero) {
     EXPECT_EQ(code, 0) << log;
     EXPECT_NE(log.find("tarn-serve: stopped\n"), std::string::npos) << log;
   }
+}
+
+TEST_F(ServeTest, AFiftyMegabytePredictGets413WhileStillSending) {
+  Export(dir_.path(), 1);
+  Start();
+  // A client that sends its whole body before it reads (no Expect: 100-continue), as most do.
+  http::testing::RawClient c(port_);
+  const std::string body(50u << 20, ' ');
+  ASSERT_TRUE(c.Send("POST /v1/models/fmnist:predict HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n"));
+  EXPECT_TRUE(c.Send(body)) << "tarn-serve reset the connection while the body was sent";
+  ::shutdown(c.fd(), SHUT_WR);
+  const std::string answer = c.ReadAll(20s);
+  EXPECT_EQ(answer.rfind("HTTP/1.1 413 ", 0), 0u) << answer.substr(0, 300);
+  EXPECT_NE(answer.find("{\"error\":\"request body is over the limit of 16777216 bytes\"}"),
+            std::string::npos)
+      << answer.substr(0, 300);
+  // And it goes on serving.
+  const auto images = Images(1);
+  auto r = client_->Post("/v1/models/fmnist:predict",
+                         json{{"instances", json::array({Instance(images[0])})}}.dump(),
+                         "application/json");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200) << r->body;
 }
 
 TEST_F(ServeTest, VersionsSwapUnderLoadWithoutAFailedRequestAndACorruptOneIsNotServed) {

@@ -116,6 +116,7 @@ struct Manager::Impl {
     json spec_json;
     std::vector<Comp> comps;
     std::deque<Event> events;
+    uint64_t last_event = 0;                // the serial of its newest event; 0: none
     bool gang_placed = false;               // the gang got its place since the last (re)start
     std::optional<std::string> hosts_sent;  // the names last given to backend.NamesChanged
   };
@@ -129,6 +130,7 @@ struct Manager::Impl {
   std::set<std::pair<std::string, std::string>> dirty;  // instances to write: (asm key, name)
   std::set<std::string> dirty_assemblies;
   std::vector<std::function<void()>> actions;  // backend calls, made after the store write
+  uint64_t event_serial = 0;  // of the newest event of any assembly
   uint64_t names_generation = ~uint64_t{0};    // the registry's, when names were last sent
 
   explicit Impl(Options o)
@@ -148,6 +150,7 @@ struct Manager::Impl {
   void AddEvent(Asm& a, const std::string& component, const std::string& instance,
                 const std::string& type, const std::string& message) {
     a.events.push_back({clock.WallMillis(), component, instance, type, message});
+    a.last_event = ++event_serial;
     while (a.events.size() > options.events_per_assembly) a.events.pop_front();
   }
 
@@ -1209,6 +1212,7 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
   s.queue = a.spec.queue.empty() ? "default" : a.spec.queue;
   s.created_ms = a.rec.created_ms;
   if (a.rec.lifetime_deadline_ms > 0) {
+    s.lifetime_deadline_ms = a.rec.lifetime_deadline_ms;
     s.lifetime_remaining_s =
         std::max<int64_t>(0, (a.rec.lifetime_deadline_ms - d.clock.WallMillis() + 999) / 1000);
   }
@@ -1347,6 +1351,11 @@ StatusOr<std::vector<Event>> Manager::Events(const std::string& user,
   auto it = impl_->assemblies.find(Impl::AsmKey(user, name));
   if (it == impl_->assemblies.end()) return NotFoundAssembly(name);
   return std::vector<Event>(it->second.events.begin(), it->second.events.end());
+}
+
+uint64_t Manager::LastEventSerial(const std::string& user, const std::string& name) const {
+  auto it = impl_->assemblies.find(Impl::AsmKey(user, name));
+  return it == impl_->assemblies.end() ? 0 : it->second.last_event;
 }
 
 StatusOr<InstanceRef> Manager::FindInstance(const std::string& user, const std::string& name,

@@ -74,6 +74,7 @@ struct AssemblyStatus {
   std::string queue;
   int64_t created_ms = 0;
   int64_t lifetime_remaining_s = -1;  // -1: unlimited
+  int64_t lifetime_deadline_ms = 0;   // wall clock; 0: unlimited
   std::string shared_dir;
   std::string name_resolution;              // how programs in its containers resolve names
   std::vector<ComponentStatus> components;  // in the file's order
@@ -145,6 +146,10 @@ class Manager {
   // Every assembly of `user` (all users when empty), by user, then name.
   std::vector<AssemblyStatus> List(const std::string& user) const;
   StatusOr<std::vector<Event>> Events(const std::string& user, const std::string& name) const;
+  // The serial number of the assembly's newest event (0: none, or no such assembly). Serials
+  // grow across all assemblies, so a copy of Events() is current while this has not moved,
+  // even if the assembly was destroyed and launched again meanwhile.
+  uint64_t LastEventSerial(const std::string& user, const std::string& name) const;
   // The instance as the backend knows it (for logs); NotFound if the caller does not own it.
   StatusOr<InstanceRef> FindInstance(const std::string& user, const std::string& name,
                                      const std::string& instance) const;

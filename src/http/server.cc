@@ -1,0 +1,497 @@
+#include "http/server.h"
+
+#include <poll.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+
+namespace tarn::http {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = net::ip::tcp;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Response DefaultError(int status, const std::string& message) {
+  return Response(status, "application/json", nlohmann::json{{"error", message}}.dump() + "\n");
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string PercentDecode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '%' && i + 2 < text.size()) {
+      const int hi = HexDigit(text[i + 1]), lo = HexDigit(text[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out += static_cast<char>(hi * 16 + lo);
+        i += 2;
+        continue;
+      }
+    }
+    out += (plus_is_space && c == '+') ? ' ' : c;
+  }
+  return out;
+}
+
+std::string Listener::ToString() const {
+  const std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return h + ":" + std::to_string(port);
+}
+
+class Session;
+
+class Server::Impl {
+ public:
+  Impl(Options options, Handler handler)
+      : options_(std::move(options)),
+        handler_(std::move(handler)),
+        acceptor_(net::make_strand(ioc_)),
+        accept_retry_(acceptor_.get_executor()),
+        work_(net::make_work_guard(ioc_)) {
+    if (!options_.render_error) options_.render_error = DefaultError;
+  }
+
+  Status Listen();
+  void Accept();
+  void Start() {
+    net::post(acceptor_.get_executor(), [this] { Accept(); });
+    for (int i = 0; i < std::max(1, options_.threads); ++i) {
+      threads_.emplace_back([this] { ioc_.run(); });
+    }
+  }
+  size_t Drain(std::chrono::milliseconds deadline);
+  void Stop() {
+    work_.reset();
+    ioc_.stop();
+    for (std::thread& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  void Register(Session* s, std::weak_ptr<Session> w) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_[s] = std::move(w);
+  }
+  void Unregister(Session* s) {
+    std::lock_guard<std::mutex> lock(mu_);
+    sessions_.erase(s);
+    if (sessions_.empty()) drained_cv_.notify_all();
+  }
+  size_t OpenConnections() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sessions_.size();
+  }
+  // A canned 503 written without waiting (the socket buffer of a new connection has room),
+  // then the close: the cap must not cost what it protects.
+  void Refuse(tcp::socket& socket) {
+    ++refused_;
+    const Response r = options_.render_error(
+        503, "too many connections (" + std::to_string(options_.max_connections) +
+                 " open); try again later");
+    const std::string text = "HTTP/1.1 503 Service Unavailable\r\nServer: " +
+                             options_.server_header + "\r\nContent-Type: " + r.content_type +
+                             "\r\nContent-Length: " + std::to_string(r.body.size()) +
+                             "\r\nConnection: close\r\n\r\n" + r.body;
+    beast::error_code ignored;
+    socket.non_blocking(true, ignored);
+    socket.write_some(net::buffer(text), ignored);
+    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.close(ignored);
+  }
+
+  Options options_;
+  Handler handler_;
+  int port_ = 0;
+  // Before ioc_: sessions still queued in ioc_ unregister when it is destroyed.
+  mutable std::mutex mu_;
+  std::condition_variable drained_cv_;
+  std::map<Session*, std::weak_ptr<Session>> sessions_;  // guarded by mu_
+  net::io_context ioc_;
+  tcp::acceptor acceptor_;  // on its own strand: Accept() and Drain()'s close never race
+  net::steady_timer accept_retry_;
+  // Keeps the I/O threads running while nothing is pending on a socket: a request waiting
+  // for its batch is only a Responder held by another thread. Without it, closing the
+  // acceptor (Drain) left no work, run() returned, and those answers were never written.
+  net::executor_work_guard<net::io_context::executor_type> work_;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> refused_{0};
+  std::vector<std::thread> threads_;
+};
+
+// One connection. All its handlers run on its strand.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket socket, Server::Impl& server)
+      : stream_(std::move(socket)), server_(server), timer_(stream_.get_executor()) {}
+  ~Session() { server_.Unregister(this); }
+
+  void Start() {
+    server_.Register(this, weak_from_this());
+    beast::error_code ec;
+    const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
+    if (!ec) {
+      const std::string a = peer.address().to_string();
+      peer_ = (peer.address().is_v6() ? "[" + a + "]" : a) + ":" + std::to_string(peer.port());
+    }
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadRequest(true); });
+  }
+
+  // From Drain: close now if no request is being answered.
+  void CloseIfIdle() {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      if (!self->busy_) self->Close();
+    });
+  }
+
+ private:
+  const Server::Options& options() const { return server_.options_; }
+
+  // A new connection, or the next request on a kept-alive one.
+  void ReadRequest(bool fresh) {
+    if (server_.draining_) return Close();
+    busy_ = false;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(options().max_header_bytes));
+    parser_->body_limit(options().max_body_bytes);
+    if (fresh || buffer_.size() > 0) return ReadHeader();
+    // Idle between requests: wait for the next head's first byte, then give the rest of the
+    // head header_timeout.
+    stream_.expires_after(options().idle_timeout);
+    stream_.async_read_some(buffer_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              if (ec) return self->OnReadError(ec);
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    stream_.expires_after(options().header_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                               self->OnHeader(ec);
+                             });
+  }
+
+  void OnHeader(beast::error_code ec) {
+    if (ec) return OnReadError(ec);
+    busy_ = true;
+    const auto& req = parser_->get();
+    if (parser_->is_done()) return Dispatch();
+    if (beast::iequals(req[bhttp::field::expect], "100-continue")) {
+      continue_.emplace(bhttp::status::continue_, req.version());
+      stream_.expires_after(options().write_timeout);
+      return bhttp::async_write(stream_, *continue_,
+                                [self = shared_from_this()](beast::error_code ec, size_t) {
+                                  if (ec) return self->Close();
+                                  self->ReadBody();
+                                });
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    stream_.expires_after(options().body_timeout);
+    bhttp::async_read(stream_, buffer_, *parser_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        if (ec) return self->OnReadError(ec);
+                        self->Dispatch();
+                      });
+  }
+
+  void OnReadError(beast::error_code ec) {
+    // Also a Content-Length over the limit, refused with the head before any body is read.
+    if (ec == bhttp::error::body_limit) {
+      return Fail(413, "request body is over the limit of " +
+                           std::to_string(options().max_body_bytes) + " bytes");
+    }
+    if (ec == bhttp::error::header_limit) {
+      return Fail(431, "request headers are over " +
+                           std::to_string(options().max_header_bytes / 1024) + " KiB");
+    }
+    // A parse error (not an end of stream, a timeout or a reset) deserves an answer.
+    if (ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message &&
+        ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category()) {
+      return Fail(400, "malformed HTTP request: " + ec.message());
+    }
+    Close();
+  }
+
+  void Dispatch() {
+    stream_.expires_never();  // the handler may take its time (a batch); the write has its own
+    auto req = parser_->release();
+    keep_alive_ = req.keep_alive();
+    head_ = req.method() == bhttp::verb::head;
+    Request request;
+    request.method = std::string(req.method_string());
+    request.target = std::string(req.target());
+    request.content_type = std::string(req[bhttp::field::content_type]);
+    request.body = std::move(req.body());
+    request.peer = peer_;
+    server_.handler_(std::move(request), [self = shared_from_this()](Response response) {
+      net::post(self->stream_.get_executor(),
+                [self, response = std::move(response)]() mutable {
+                  self->Write(std::move(response));
+                });
+    });
+  }
+
+  // An answer the server gives itself; the client may still be sending a body, so the
+  // connection closes by lingering.
+  void Fail(int status, const std::string& message) {
+    busy_ = true;
+    keep_alive_ = false;
+    linger_ = true;
+    head_ = false;
+    Write(options().render_error(status, message));
+  }
+
+  template <class Message>
+  void SetHeaders(Message& m, const Response& r) {
+    m.version(11);
+    m.result(static_cast<unsigned>(r.status));
+    m.set(bhttp::field::server, options().server_header);
+    m.set(bhttp::field::content_type, r.content_type);
+    for (const auto& [name, value] : r.headers) m.insert(name, value);
+    m.keep_alive(keep_alive_ && !server_.draining_);
+  }
+
+  void Write(Response r) {
+    if (r.stream && !head_) return WriteStream(std::move(r));
+    response_.emplace();
+    SetHeaders(*response_, r);
+    if (head_) {
+      response_->content_length(r.stream ? 0 : r.body.size());
+    } else {
+      response_->body() = std::move(r.body);
+      response_->prepare_payload();
+    }
+    stream_.expires_after(options().write_timeout);
+    bhttp::async_write(stream_, *response_,
+                       [self = shared_from_this()](beast::error_code ec, size_t) {
+                         self->AfterAnswer(ec, self->response_->keep_alive());
+                       });
+  }
+
+  void AfterAnswer(beast::error_code ec, bool keep_alive) {
+    response_.reset();
+    if (ec) return Close();
+    if (!keep_alive) return linger_ ? Linger() : Close();
+    ReadRequest(false);
+  }
+
+  // ---- A chunked body from a BodyStream ----
+
+  void WriteStream(Response r) {
+    source_ = std::move(r.stream);
+    stream_head_.emplace();
+    SetHeaders(*stream_head_, r);
+    stream_head_->chunked(true);
+    serializer_.emplace(*stream_head_);
+    stream_.expires_after(options().write_timeout);
+    bhttp::async_write_header(stream_, *serializer_,
+                              [self = shared_from_this()](beast::error_code ec, size_t) {
+                                if (ec) return self->Close();
+                                self->PullChunk();
+                              });
+  }
+
+  void PullChunk() {
+    if (server_.draining_) return EndStream();
+    switch (source_->Pull(&chunk_)) {
+      case BodyStream::Next::kData:
+        stream_.expires_after(options().write_timeout);
+        net::async_write(stream_, bhttp::make_chunk(net::buffer(chunk_)),
+                         [self = shared_from_this()](beast::error_code ec, size_t) {
+                           if (ec) return self->Close();
+                           self->PullChunk();
+                         });
+        return;
+      case BodyStream::Next::kWait:
+        if (PeerHungUp()) return Close();
+        timer_.expires_after(source_->poll_interval());
+        timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+          if (ec) return self->Close();
+          self->PullChunk();
+        });
+        return;
+      case BodyStream::Next::kEnd:
+        return EndStream();
+    }
+  }
+
+  void EndStream() {
+    stream_.expires_after(options().write_timeout);
+    net::async_write(stream_, bhttp::make_chunk_last(),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       const bool keep_alive = self->stream_head_->keep_alive();
+                       self->source_.reset();
+                       self->serializer_.reset();
+                       self->stream_head_.reset();
+                       self->AfterAnswer(ec, keep_alive);
+                     });
+  }
+
+  // A client that went away while its stream waits for data (a quiet followed log) is
+  // seen here, not only at the next write, which may never come.
+  bool PeerHungUp() {
+    pollfd p{stream_.socket().native_handle(), POLLRDHUP, 0};
+    return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+  }
+
+  // nginx's lingering close: stop sending, then read and drop whatever the client still
+  // sends until it closes or linger_timeout has passed, so that its pending body does not
+  // turn our answer into a reset before it has read it.
+  void Linger() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    linger_until_ = Clock::now() + options().linger_timeout;
+    LingerRead();
+  }
+
+  void LingerRead() {
+    buffer_.consume(buffer_.size());
+    stream_.expires_at(linger_until_);
+    stream_.async_read_some(buffer_.prepare(64 << 10),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (ec) return self->Close();
+                              self->LingerRead();
+                            });
+  }
+
+  void Close() {
+    beast::error_code ignored;
+    timer_.cancel();
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().close(ignored);
+  }
+
+  beast::tcp_stream stream_;
+  Server::Impl& server_;
+  net::steady_timer timer_;
+  std::string peer_;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<bhttp::response<bhttp::empty_body>> continue_;
+  std::optional<bhttp::response<bhttp::string_body>> response_;
+  // A streamed answer: its head, the serializer that wrote it, the source and its last chunk.
+  std::optional<bhttp::response<bhttp::empty_body>> stream_head_;
+  std::optional<bhttp::response_serializer<bhttp::empty_body>> serializer_;
+  std::shared_ptr<BodyStream> source_;
+  std::string chunk_;
+  Clock::time_point linger_until_;
+  bool keep_alive_ = true;
+  bool head_ = false;
+  bool linger_ = false;
+  bool busy_ = false;
+};
+
+Status Server::Impl::Listen() {
+  beast::error_code ec;
+  const std::string& host = options_.listen.host;
+  const auto address = net::ip::make_address(host, ec);
+  if (ec) return InvalidArgumentError("listen address \"" + host + "\": " + ec.message());
+  const tcp::endpoint endpoint(address, static_cast<uint16_t>(options_.listen.port));
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return UnavailableError("cannot listen on " + options_.listen.ToString() + ": " +
+                            ec.message());
+  }
+  port_ = acceptor_.local_endpoint(ec).port();
+  return OkStatus();
+}
+
+void Server::Impl::Accept() {
+  acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
+    if (ec) {
+      // Out of descriptors (EMFILE) or memory: accepting again at once would spin; the
+      // connection stays in the backlog meanwhile.
+      accept_retry_.expires_after(std::chrono::milliseconds(50));
+      accept_retry_.async_wait([this](beast::error_code wait) {
+        if (!wait) Accept();
+      });
+      return;
+    }
+    socket.set_option(tcp::no_delay(true), ec);
+    if (OpenConnections() >= options_.max_connections) {
+      Refuse(socket);
+    } else {
+      std::make_shared<Session>(std::move(socket), *this)->Start();
+    }
+    Accept();
+  });
+}
+
+size_t Server::Impl::Drain(std::chrono::milliseconds deadline) {
+  draining_ = true;
+  net::post(acceptor_.get_executor(), [this] {
+    beast::error_code ignored;
+    acceptor_.close(ignored);
+    accept_retry_.cancel();
+  });
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [p, w] : sessions_) {
+      if (auto s = w.lock()) live.push_back(std::move(s));
+    }
+  }
+  for (auto& s : live) s->CloseIfIdle();
+  live.clear();
+  size_t cut = 0;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    drained_cv_.wait_for(lock, deadline, [&] { return sessions_.empty(); });
+    cut = sessions_.size();
+  }
+  Stop();
+  return cut;
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  if (impl_) impl_->Stop();
+}
+
+StatusOr<std::unique_ptr<Server>> Server::Create(Options options, Handler handler) {
+  auto impl = std::make_unique<Impl>(std::move(options), std::move(handler));
+  RETURN_IF_ERROR(impl->Listen());
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+int Server::port() const { return impl_->port_; }
+
+void Server::Start() { impl_->Start(); }
+
+size_t Server::Drain(std::chrono::milliseconds deadline) { return impl_->Drain(deadline); }
+
+size_t Server::open_connections() const { return impl_->OpenConnections(); }
+
+uint64_t Server::refused_connections() const { return impl_->refused_.load(); }
+
+}  // namespace tarn::http
