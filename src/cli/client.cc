@@ -1,15 +1,21 @@
 #include "cli/client.h"
 
-#include <fcntl.h>
-#include <httplib.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
 #include <cctype>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <limits>
+#include <optional>
 
 #include "common/number.h"
 
@@ -17,10 +23,17 @@ namespace tarn::cli {
 namespace {
 
 using json = nlohmann::json;
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+using tcp = boost::asio::ip::tcp;
+using ErrorCode = boost::system::error_code;
 
 constexpr int kProbeTimeoutMs = 2000;
-// A followed log may be quiet for long; the limit must fit poll()'s int milliseconds.
-constexpr int64_t kFollowIdleTimeoutMs = int64_t{7} * 24 * 3600 * 1000;
+// What the error Status of a non-200 Stream() keeps of the answer's body.
+constexpr size_t kMaxErrorBody = 64 << 10;
+// A negative timeout: wait as long as it takes.
+constexpr int64_t kNoTimeout = -1;
 
 StatusCode CodeForHttpStatus(int status) {
   switch (status) {
@@ -74,8 +87,9 @@ std::string LowerFirst(std::string s) {
   return s;
 }
 
-// httplib reports only "connection failed"; one more connect() of our own finds out why
-// ("connection refused", "no route to host", ...), which is what the user needs to know.
+// Why connecting failed, in the words of getaddrinfo() and connect() ("cannot resolve H: ...",
+// "connection refused", "no route to host", ...), which is what the user needs to know: one
+// more connect() of our own, to the first address only, as the messages always said.
 std::string DescribeConnectFailure(const ServerAddress& address) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -134,22 +148,54 @@ std::string ReasonPhrase(int status) {
   }
 }
 
-StatusOr<json> ParseJsonBody(const httplib::Result& result) {
-  const std::string& body = result->body;
+StatusOr<json> Answer(int status, const std::string& body) {
+  if (status < 200 || status > 299) {
+    return Status(CodeForHttpStatus(status), FormatHttpError(status, body));
+  }
   if (body.empty()) return json::object();
   json value = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (value.is_discarded()) {
-    return DataLossError("the server's answer is not JSON (HTTP " + std::to_string(result->status) +
-                         ")");
+    return DataLossError("the server's answer is not JSON (HTTP " + std::to_string(status) + ")");
   }
   return value;
 }
 
-StatusOr<json> Answer(const httplib::Result& result) {
-  if (result->status < 200 || result->status > 299) {
-    return Status(CodeForHttpStatus(result->status), FormatHttpError(result->status, result->body));
+// The step of an exchange that failed, and how.
+struct Failure {
+  enum Step { kConnect, kWrite, kRead } step;
+  ErrorCode error;
+};
+
+// The Status of a request that got no (whole) answer.
+Status FailureStatus(const Failure& failure, const ServerAddress& address) {
+  const std::string where = "tarn server at " + address.ToString();
+  const ErrorCode& ec = failure.error;
+  switch (failure.step) {
+    case Failure::kConnect:
+      if (ec == asio::error::timed_out) {
+        return UnavailableError("cannot reach " + where +
+                                " (connection timed out); is `tarn server` running?");
+      }
+      return UnavailableError("cannot reach " + where + " (" + DescribeConnectFailure(address) +
+                              "); is `tarn server` running?");
+    case Failure::kWrite:
+      return UnavailableError("lost the connection to " + where + " while sending the request");
+    case Failure::kRead:
+      // Beast's other HTTP errors say the bytes are not an HTTP answer (or one too large).
+      if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+          ec != http::error::end_of_stream && ec != http::error::partial_message) {
+        return UnavailableError("request to " + where + " failed: its answer is not valid HTTP (" +
+                                ec.message() + ")");
+      }
+      return UnavailableError(where + " did not answer (the connection closed or timed out)");
   }
-  return ParseJsonBody(result);
+  return UnavailableError("request to " + where + " failed: " + ec.message());
+}
+
+// The server closed a kept connection before answering (its keep-alive timeout, or a restart).
+bool ClosedByPeer(const ErrorCode& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
 }
 
 }  // namespace
@@ -227,19 +273,143 @@ std::string FormatHttpError(int status, std::string_view body) {
   return message + " (HTTP " + std::to_string(status) + ")";
 }
 
+// The kept connection and the event loop its operations run on. Each operation is started
+// asynchronously and run by Run() until it completes or the deadline passes; then the
+// socket is closed, which ends the operation (Asio's blocking calls have no timeout, and
+// run_until() waits in epoll_wait() itself, with no timer to arm per operation). Sending
+// cannot raise SIGPIPE: on Linux Asio sends with MSG_NOSIGNAL.
+class ApiClient::Connection {
+ public:
+  explicit Connection(const Options& options) : options_(options), ioc_(1), socket_(ioc_) {
+    // Beast reads as much as the buffer has room for, 512 bytes at least: room for a whole
+    // answer of the API saves a read() per 512 bytes.
+    buffer_.reserve(64 << 10);
+  }
+
+  // Sends `request` and reads the answer's head into `parser` (made anew for each attempt),
+  // and leaves the deadline of `read_timeout_ms` running for reading the rest. A connection
+  // kept from an earlier call may have been closed by the server meanwhile: where nothing of
+  // the answer came back on it, the request (unless a POST) goes once more on a new
+  // connection.
+  template <class Body>
+  std::optional<Failure> Begin(http::request<http::string_body>& request,
+                               std::optional<http::response_parser<Body>>& parser,
+                               int64_t read_timeout_ms) {
+    for (int attempt = 0;; ++attempt) {
+      if (socket_.is_open() && !IdleAndOpen()) Close();
+      const bool reused = socket_.is_open();
+      if (!reused) {
+        if (ErrorCode ec = Connect()) return Failure{Failure::kConnect, ec};
+      }
+      parser.emplace();
+      // The API's lists have no size limit. Not boost::none: Beast 1.74 then refuses every
+      // body with a Content-Length (it compares the length with the empty optional).
+      parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+      SetDeadline(options_.read_timeout_ms);
+      Failure failure{Failure::kWrite, Run([&](auto handler) {
+                        http::async_write(socket_, request, std::move(handler));
+                      })};
+      if (!failure.error) {
+        failure.step = Failure::kRead;
+        SetDeadline(read_timeout_ms);
+        failure.error = Run([&](auto handler) {
+          http::async_read_header(socket_, buffer_, *parser, std::move(handler));
+        });
+      }
+      if (!failure.error) return std::nullopt;
+      Close();
+      // Not a POST: the server may have acted on it before closing (RFC 9110 retries only
+      // idempotent methods); a launch sent twice would answer 409 to the user.
+      if (!(reused && attempt == 0 && ClosedByPeer(failure.error) && !parser->got_some() &&
+            request.method() != http::verb::post)) {
+        return failure;
+      }
+    }
+  }
+
+  // The rest of the answer, within the deadline that is running.
+  template <class Parser>
+  ErrorCode Read(Parser& parser) {
+    return Run(
+        [&](auto handler) { http::async_read(socket_, buffer_, parser, std::move(handler)); });
+  }
+
+  // What arrives next of the answer (at least one byte of it), within a new deadline.
+  template <class Parser>
+  ErrorCode ReadSome(Parser& parser, int64_t timeout_ms) {
+    SetDeadline(timeout_ms);
+    return Run(
+        [&](auto handler) { http::async_read_some(socket_, buffer_, parser, std::move(handler)); });
+  }
+
+  void Close() {
+    ErrorCode ignored;
+    socket_.close(ignored);
+    buffer_.clear();
+  }
+
+ private:
+  ErrorCode Connect() {
+    // No AI_ADDRCONFIG (Asio's default): "::1" and "localhost" resolve on hosts without IPv6
+    // routes too, as getaddrinfo() does for DescribeConnectFailure().
+    ErrorCode ec;
+    tcp::resolver resolver(ioc_);
+    auto endpoints = resolver.resolve(options_.address.host, std::to_string(options_.address.port),
+                                      tcp::resolver::numeric_service, ec);
+    if (ec) return ec;
+    SetDeadline(options_.connect_timeout_ms);
+    ec = Run([&](auto handler) { asio::async_connect(socket_, endpoints, std::move(handler)); });
+    if (!ec) socket_.set_option(tcp::no_delay(true), ec);
+    return ec;
+  }
+
+  // A kept connection has nothing to read while idle; when it has, the server closed it (or
+  // sent bytes no request asked for), and it is no use.
+  bool IdleAndOpen() {
+    pollfd p{socket_.native_handle(), POLLIN, 0};
+    return ::poll(&p, 1, 0) == 0;
+  }
+
+  // A negative timeout: none.
+  void SetDeadline(int64_t timeout_ms) {
+    deadline_ = timeout_ms < 0 ? std::nullopt
+                               : std::optional(std::chrono::steady_clock::now() +
+                                               std::chrono::milliseconds(timeout_ms));
+  }
+
+  // Starts one operation, `start(handler)`, and runs the loop until the operation has
+  // completed (the loop then has no work left), or else until the deadline: then closing the
+  // socket cancels the operation, and the loop runs its handler.
+  template <class Start>
+  ErrorCode Run(Start start) {
+    std::optional<ErrorCode> result;
+    start([&result](ErrorCode ec, auto&&...) { result = ec; });
+    ioc_.restart();
+    if (deadline_) {
+      ioc_.run_until(*deadline_);
+    } else {
+      ioc_.run();
+    }
+    if (result) return *result;
+    Close();
+    ioc_.restart();
+    ioc_.run();
+    return asio::error::timed_out;
+  }
+
+  const Options& options_;
+  asio::io_context ioc_;  // concurrency hint 1: only the caller's thread runs it
+  tcp::socket socket_;
+  beast::flat_buffer buffer_;  // bytes read past the parser's need, kept for the next read
+  std::optional<std::chrono::steady_clock::time_point> deadline_;
+};
+
 std::unique_ptr<ApiClient> ApiClient::Create(Options options) {
   return std::unique_ptr<ApiClient>(new ApiClient(std::move(options)));
 }
 
 ApiClient::ApiClient(Options options)
-    : options_(std::move(options)),
-      http_(std::make_unique<httplib::Client>(options_.address.host, options_.address.port)) {
-  http_->set_connection_timeout(std::chrono::milliseconds(options_.connect_timeout_ms));
-  http_->set_read_timeout(std::chrono::milliseconds(options_.read_timeout_ms));
-  http_->set_write_timeout(std::chrono::milliseconds(options_.read_timeout_ms));
-  http_->set_keep_alive(true);
-  http_->set_url_encode(false);  // Target() encodes every part itself
-}
+    : options_(std::move(options)), connection_(std::make_unique<Connection>(options_)) {}
 
 ApiClient::~ApiClient() = default;
 
@@ -250,82 +420,94 @@ std::string ApiClient::Target(std::string_view path, const Query& query) const {
   return target;
 }
 
-Status ApiClient::ConnectionError(int httplib_error) const {
-  const std::string where = "tarn server at " + options_.address.ToString();
-  switch (static_cast<httplib::Error>(httplib_error)) {
-    case httplib::Error::Connection:
-      return UnavailableError("cannot reach " + where + " (" +
-                              DescribeConnectFailure(options_.address) +
-                              "); is `tarn server` running?");
-    case httplib::Error::ConnectionTimeout:
-      return UnavailableError("cannot reach " + where +
-                              " (connection timed out); is `tarn server` running?");
-    case httplib::Error::Read:
-      return UnavailableError(where + " did not answer (the connection closed or timed out)");
-    case httplib::Error::Write:
-      return UnavailableError("lost the connection to " + where + " while sending the request");
-    default:
-      return UnavailableError("request to " + where + " failed: " +
-                              httplib::to_string(static_cast<httplib::Error>(httplib_error)));
+namespace {
+
+http::request<http::string_body> NewRequest(http::verb verb, const std::string& target,
+                                            const ServerAddress& address, const char* accept) {
+  http::request<http::string_body> request(verb, target, 11);
+  request.set(http::field::host, address.ToString());
+  request.set(http::field::accept, accept);
+  request.set(http::field::user_agent, "tarn");
+  return request;
+}
+
+}  // namespace
+
+StatusOr<json> ApiClient::Call(Method method, const std::string& target, const json* body) {
+  static constexpr http::verb kVerbs[] = {http::verb::get, http::verb::post, http::verb::put,
+                                          http::verb::delete_};
+  http::request<http::string_body> request =
+      NewRequest(kVerbs[static_cast<int>(method)], target, options_.address, "application/json");
+  if (body != nullptr) {
+    request.set(http::field::content_type, "application/json");
+    request.body() = body->dump(-1, ' ', false, json::error_handler_t::replace);
   }
+  request.prepare_payload();
+  std::optional<http::response_parser<http::string_body>> parser;
+  if (auto failure = connection_->Begin(request, parser, options_.read_timeout_ms)) {
+    return FailureStatus(*failure, options_.address);
+  }
+  if (ErrorCode ec = connection_->Read(*parser)) {
+    connection_->Close();
+    return FailureStatus({Failure::kRead, ec}, options_.address);
+  }
+  if (!parser->keep_alive()) connection_->Close();  // "Connection: close"
+  return Answer(parser->get().result_int(), parser->get().body());
 }
 
 StatusOr<json> ApiClient::Get(std::string_view path, const Query& query) {
-  httplib::Result result = http_->Get(Target(path, query));
-  if (!result) return ConnectionError(static_cast<int>(result.error()));
-  return Answer(result);
+  return Call(Method::kGet, Target(path, query), nullptr);
 }
 
 StatusOr<json> ApiClient::Post(std::string_view path, const json& body) {
-  httplib::Result result =
-      http_->Post(Target(path, {}), body.dump(-1, ' ', false, json::error_handler_t::replace),
-                  "application/json");
-  if (!result) return ConnectionError(static_cast<int>(result.error()));
-  return Answer(result);
+  return Call(Method::kPost, Target(path, {}), &body);
 }
 
 StatusOr<json> ApiClient::Put(std::string_view path, const json& body) {
-  httplib::Result result =
-      http_->Put(Target(path, {}), body.dump(-1, ' ', false, json::error_handler_t::replace),
-                 "application/json");
-  if (!result) return ConnectionError(static_cast<int>(result.error()));
-  return Answer(result);
+  return Call(Method::kPut, Target(path, {}), &body);
 }
 
 StatusOr<json> ApiClient::Delete(std::string_view path) {
-  httplib::Result result = http_->Delete(Target(path, {}));
-  if (!result) return ConnectionError(static_cast<int>(result.error()));
-  return Answer(result);
+  return Call(Method::kDelete, Target(path, {}), nullptr);
 }
 
 Status ApiClient::Stream(std::string_view path, const Query& query,
                          const std::function<bool(std::string_view)>& sink, bool no_idle_timeout) {
-  if (no_idle_timeout) http_->set_read_timeout(std::chrono::milliseconds(kFollowIdleTimeoutMs));
-  int status = 0;
+  http::request<http::string_body> request =
+      NewRequest(http::verb::get, Target(path, query), options_.address, "*/*");
+  // Each wait for the next piece has its own deadline: a log may flow for long.
+  const int64_t idle_timeout_ms = no_idle_timeout ? kNoTimeout : options_.read_timeout_ms;
+  std::optional<http::response_parser<http::buffer_body>> parser;
+  if (auto failure = connection_->Begin(request, parser, idle_timeout_ms)) {
+    return FailureStatus(*failure, options_.address);
+  }
+  const int status = parser->get().result_int();
   std::string error_body;
-  bool stopped_by_sink = false;
-  httplib::Result result = http_->Get(
-      Target(path, query), httplib::Headers{},
-      [&status](const httplib::Response& response) {
-        status = response.status;
-        return true;
-      },
-      [&](const char* data, size_t length) {
-        if (status != 200) {
-          if (error_body.size() < (64u << 10)) error_body.append(data, length);
-          return true;
-        }
-        if (!sink(std::string_view(data, length))) {
-          stopped_by_sink = true;
-          return false;
-        }
-        return true;
-      });
-  if (no_idle_timeout) http_->set_read_timeout(std::chrono::milliseconds(options_.read_timeout_ms));
-  if (stopped_by_sink) return OkStatus();
-  if (!result) return ConnectionError(static_cast<int>(result.error()));
-  if (result->status != 200) {
-    return Status(CodeForHttpStatus(result->status), FormatHttpError(result->status, error_body));
+  char piece[16 << 10];
+  while (!parser->is_done()) {
+    // buffer_body: the parser writes the body into `piece`, and read_some returns as soon as
+    // some of it came, so each piece reaches `sink` when it arrives.
+    parser->get().body().data = piece;
+    parser->get().body().size = sizeof piece;
+    ErrorCode ec = connection_->ReadSome(*parser, idle_timeout_ms);
+    if (ec == http::error::need_buffer) ec = {};  // `piece` is full
+    if (ec) {
+      connection_->Close();
+      return FailureStatus({Failure::kRead, ec}, options_.address);
+    }
+    std::string_view got(piece, sizeof piece - parser->get().body().size);
+    if (got.empty()) continue;  // a chunk's head, no data yet
+    if (status != 200) {
+      error_body.append(got);
+      if (error_body.size() >= kMaxErrorBody) break;  // enough for the message
+    } else if (!sink(got)) {
+      break;
+    }
+  }
+  // Closed where the answer was left unread (the sink stopped) or the server said so.
+  if (!parser->is_done() || !parser->keep_alive()) connection_->Close();
+  if (status != 200) {
+    return Status(CodeForHttpStatus(status), FormatHttpError(status, error_body));
   }
   return OkStatus();
 }

@@ -16,10 +16,6 @@
 
 #include "common/status.h"
 
-namespace httplib {
-class Client;
-}
-
 namespace tarn::cli {
 
 inline constexpr char kDefaultServerAddress[] = "127.0.0.1:8088";
@@ -53,7 +49,9 @@ class ApiClient {
   struct Options {
     ServerAddress address;
     std::string user;  // sent as user.name on every request
+    // To connect (to any of the host's addresses).
     int64_t connect_timeout_ms = 10000;
+    // To send a request, and for its whole answer (Stream(): for each piece of it).
     int64_t read_timeout_ms = 120000;
   };
 
@@ -82,13 +80,18 @@ class ApiClient {
  private:
   explicit ApiClient(Options options);
 
+  enum class Method { kGet, kPost, kPut, kDelete };
+  // The kept HTTP connection (Boost.Beast; defined in client.cc).
+  class Connection;
+
   // path?user.name=U&k=v...
   std::string Target(std::string_view path, const Query& query) const;
-  // The Status of a request that got no answer.
-  Status ConnectionError(int httplib_error) const;
+  // Sends one request (with a JSON body where `body` is not null) to `target`.
+  StatusOr<nlohmann::json> Call(Method method, const std::string& target,
+                                const nlohmann::json* body);
 
   Options options_;
-  std::unique_ptr<httplib::Client> http_;
+  std::unique_ptr<Connection> connection_;
 };
 
 }  // namespace tarn::cli
