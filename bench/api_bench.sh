@@ -6,12 +6,13 @@
 # `GET /healthz`. Needs root (tarn server), wrk, curl and /usr/sbin/nginx. Talks to
 # 127.0.0.1 only. Prints one flat JSON object on stdout; progress goes to stderr.
 #
-# usage: bench/api_bench.sh [TARN_BINARY]   (env: WRK_DURATION=10s WRK_WARMUP=2s)
+# usage: bench/api_bench.sh [TARN_BINARY]   (env: WRK_DURATION=10s WRK_WARMUP=2s API_ROUNDS=3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 TARN=$(readlink -f "${1:-build/release/bin/tarn}")
 DURATION=${WRK_DURATION:-10s}
+ROUNDS=${API_ROUNDS:-3}
 WARMUP=${WRK_WARMUP:-2s}
 THREADS=2
 CONNS=64
@@ -129,14 +130,14 @@ cmp -s "$DIR/nginx_body" "$DIR/www/status.json" || die "nginx's body differs fro
 log "nginx on 127.0.0.1:$NGINX_PORT (pid $NGINX_PID)"
 
 # --- wrk ---------------------------------------------------------------------------------
-# run_wrk LABEL URL: a warm-up, then the measured run; writes $DIR/LABEL.json
+# run_wrk LABEL URL ROUND: a warm-up, then the measured run; writes $DIR/LABEL.ROUND.json
 run_wrk() {
-  local label=$1 url=$2
+  local label=$1 url=$2 file="$DIR/$1.$3"
   timeout 60 wrk -t"$THREADS" -c"$CONNS" -d"$WARMUP" "$url" >/dev/null ||
     die "wrk warm-up on $url failed"
-  timeout 120 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$url" >"$DIR/$label.wrk" ||
-    die "wrk on $url failed: $(cat "$DIR/$label.wrk")"
-  python3 - "$DIR/$label.wrk" "$label" >"$DIR/$label.json" <<'PY' || die "cannot read wrk's output for $label: $(cat "$DIR/$label.wrk")"
+  timeout 120 wrk -t"$THREADS" -c"$CONNS" -d"$DURATION" --latency "$url" >"$file.wrk" ||
+    die "wrk on $url failed: $(cat "$file.wrk")"
+  python3 - "$file.wrk" "$label" >"$file.json" <<'PY' || die "cannot read wrk's output for $label: $(cat "$file.wrk")"
 import json, re, sys
 text = open(sys.argv[1]).read()
 label = sys.argv[2]
@@ -165,30 +166,51 @@ if m:
     out[f"{label}_socket_errors_detail"] = m.group(0)
 json.dump(out, sys.stdout)
 PY
-  log "$label: $(cat "$DIR/$label.json")"
+  log "$label, round $3: $(cat "$file.json")"
 }
 
-run_wrk api_get_status "$STATUS_URL"
-run_wrk nginx_static "$NGINX_URL"
-run_wrk api_healthz "$BASE/healthz"
+# Interleaved rounds, medians reported: this machine's speed drifts by a third within minutes,
+# and a peer measured minutes apart would measure the drift.
+for round in $(seq "$ROUNDS"); do
+  run_wrk api_get_status "$STATUS_URL" "$round"
+  run_wrk nginx_static "$NGINX_URL" "$round"
+  run_wrk api_healthz "$BASE/healthz" "$round"
+done
 
 RSS_KB=$(awk '/^VmHWM:/ {print $2}' "/proc/$SERVER_PID/status")
 THREADS_SERVER=$(awk '/^Threads:/ {print $2}' "/proc/$SERVER_PID/status")
 code=$(http GET "$STATUS_URL"); [[ "$code" == 200 ]] || die "GET after the load: HTTP $code"
 
-python3 - "$DIR" "$BODY_BYTES" "$RSS_KB" "$THREADS_SERVER" "$THREADS" "$CONNS" "$DURATION" <<'PY'
-import json, sys
-d, body, rss, threads, t, c, dur = sys.argv[1:]
+python3 - "$DIR" "$BODY_BYTES" "$RSS_KB" "$THREADS_SERVER" "$THREADS" "$CONNS" "$DURATION" \
+  "$ROUNDS" <<'PY'
+import json, statistics, sys
+d, body, rss, threads, t, c, dur, rounds = sys.argv[1:]
+rounds = int(rounds)
 out = {"benchmark": "api",
        "peer": "nginx (worker_processes auto, access_log off, keepalive_requests 1000000) "
                "serving a static file with the same bytes as tarn's GET body",
-       "wrk": f"wrk -t{t} -c{c} -d{dur} --latency (after a warm-up run)",
+       "wrk": f"wrk -t{t} -c{c} -d{dur} --latency (after a warm-up run), {rounds} interleaved "
+              "rounds of tarn's GET, nginx, tarn's /healthz; medians",
        "get_status_body_bytes": int(body),
        "server_peak_rss_mib": int(rss) / 1024.0,
-       "server_threads": int(threads)}
+       "server_threads": int(threads),
+       "rounds": {}}
 for label in ("api_get_status", "nginx_static", "api_healthz"):
-    out.update(json.load(open(f"{d}/{label}.json")))
-out["ratio_tarn_to_nginx"] = out["api_get_status_rps"] / out["nginx_static_rps"]
-out["ratio_tarn_healthz_to_nginx"] = out["api_healthz_rps"] / out["nginx_static_rps"]
+    runs = [json.load(open(f"{d}/{label}.{r}.json")) for r in range(1, rounds + 1)]
+    out["rounds"][label] = [{k[len(label) + 1:]: v for k, v in run.items()} for run in runs]
+    for key in runs[0]:
+        values = [run[key] for run in runs]
+        if all(isinstance(v, (int, float)) for v in values):
+            out[key] = statistics.median(values)
+        else:
+            out[key] = values[0]
+# Per round, so that a drift between rounds does not enter the ratio.
+ratios = [out["rounds"]["api_get_status"][r]["rps"] / out["rounds"]["nginx_static"][r]["rps"]
+          for r in range(rounds)]
+healthz = [out["rounds"]["api_healthz"][r]["rps"] / out["rounds"]["nginx_static"][r]["rps"]
+           for r in range(rounds)]
+out["ratio_tarn_to_nginx_per_round"] = ratios
+out["ratio_tarn_to_nginx"] = statistics.median(ratios)
+out["ratio_tarn_healthz_to_nginx"] = statistics.median(healthz)
 print(json.dumps(out, indent=2, sort_keys=True))
 PY

@@ -253,10 +253,12 @@ class ApiServer::Routes {
     const std::vector<std::string> parts = Split(path);
     const std::string& want = method == "HEAD" ? kGet : method;
     for (const Route& r : routes_) {
-      std::vector<std::string> captured{path};
-      if (!Matches(r, parts, &captured)) continue;
+      if (!Matches(r, parts)) continue;
       if (r.method == want) {
-        *matches = std::move(captured);
+        matches->assign(1, path);
+        for (size_t i = 0; i < parts.size(); ++i) {
+          if (r.segments[i].empty()) matches->push_back(parts[i]);
+        }
         return &r;
       }
       if (allowed->find(r.method) == std::string::npos) {
@@ -284,16 +286,10 @@ class ApiServer::Routes {
     return out;
   }
 
-  static bool Matches(const Route& r, const std::vector<std::string>& parts,
-                      std::vector<std::string>* captured) {
+  static bool Matches(const Route& r, const std::vector<std::string>& parts) {
     if (parts.size() != r.segments.size()) return false;
     for (size_t i = 0; i < parts.size(); ++i) {
-      if (r.segments[i].empty()) {
-        if (parts[i].empty()) return false;
-        captured->push_back(parts[i]);
-      } else if (parts[i] != r.segments[i]) {
-        return false;
-      }
+      if (r.segments[i].empty() ? parts[i].empty() : parts[i] != r.segments[i]) return false;
     }
     return true;
   }

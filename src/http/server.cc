@@ -248,12 +248,25 @@ class Session : public std::enable_shared_from_this<Session> {
     request.content_type = std::string(req[bhttp::field::content_type]);
     request.body = std::move(req.body());
     request.peer = peer_;
+    // An answer given before the handler returns (on this thread) is written right after it,
+    // without a trip through the strand's queue; a later one is posted to the strand.
+    dispatching_ = std::this_thread::get_id();
     server_.handler_(std::move(request), [self = shared_from_this()](Response response) {
+      if (self->dispatching_ == std::this_thread::get_id()) {
+        self->answer_ = std::move(response);
+        return;
+      }
       net::post(self->stream_.get_executor(),
                 [self, response = std::move(response)]() mutable {
                   self->Write(std::move(response));
                 });
     });
+    dispatching_ = std::thread::id();
+    if (answer_) {
+      Response r = std::move(*answer_);
+      answer_.reset();
+      Write(std::move(r));
+    }
   }
 
   // An answer the server gives itself; the client may still be sending a body, so the
@@ -400,6 +413,9 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<BodyStream> source_;
   std::string chunk_;
   Clock::time_point linger_until_;
+  // Set while the handler runs on this connection's strand; its answer if it gave one then.
+  std::atomic<std::thread::id> dispatching_{};
+  std::optional<Response> answer_;
   bool keep_alive_ = true;
   bool head_ = false;
   bool linger_ = false;
