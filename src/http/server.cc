@@ -1,17 +1,23 @@
 #include "http/server.h"
 
 #include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <type_traits>
 
 namespace tarn::http {
 
@@ -19,6 +25,7 @@ namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = beast::http;
 using tcp = net::ip::tcp;
+using unix_socket = net::local::stream_protocol;
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -54,28 +61,56 @@ std::string PercentDecode(std::string_view text, bool plus_is_space) {
   return out;
 }
 
+Listener Listener::Unix(std::string path, mode_t mode) {
+  Listener l;
+  l.kind = Kind::kUnix;
+  l.path = std::move(path);
+  l.mode = mode;
+  return l;
+}
+
 std::string Listener::ToString() const {
+  if (kind == Kind::kUnix) return "unix:" + path;
   const std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   return h + ":" + std::to_string(port);
 }
 
-class Session;
+// What Drain needs of a connection, whatever its stream.
+class SessionBase : public std::enable_shared_from_this<SessionBase> {
+ public:
+  virtual ~SessionBase() = default;
+  // Close now if no request is being answered.
+  virtual void CloseIfIdle() = 0;
+};
 
 class Server::Impl {
  public:
   Impl(Options options, Handler handler)
       : options_(std::move(options)),
         handler_(std::move(handler)),
-        acceptor_(net::make_strand(ioc_)),
-        accept_retry_(acceptor_.get_executor()),
+        accept_strand_(net::make_strand(ioc_)),
+        accept_retry_(accept_strand_),
         work_(net::make_work_guard(ioc_)) {
     if (!options_.render_error) options_.render_error = DefaultError;
   }
 
   Status Listen();
-  void Accept();
+  Status ListenTcp();
+  Status ListenUnix();
+  void Accept() {
+    if (tcp_acceptor_) return AcceptOn(*tcp_acceptor_);
+    AcceptOn(*unix_acceptor_);
+  }
+  template <class Acceptor>
+  void AcceptOn(Acceptor& acceptor);
+  void CloseAcceptor() {
+    beast::error_code ignored;
+    if (tcp_acceptor_) tcp_acceptor_->close(ignored);
+    if (unix_acceptor_) unix_acceptor_->close(ignored);
+    accept_retry_.cancel();
+  }
   void Start() {
-    net::post(acceptor_.get_executor(), [this] { Accept(); });
+    net::post(accept_strand_, [this] { Accept(); });
     for (int i = 0; i < std::max(1, options_.threads); ++i) {
       threads_.emplace_back([this] { ioc_.run(); });
     }
@@ -87,12 +122,20 @@ class Server::Impl {
     for (std::thread& t : threads_) t.join();
     threads_.clear();
   }
+  ~Impl() {
+    // The socket file goes with the server, unless another one has replaced it since.
+    struct stat now {};
+    if (bound_file_ && ::stat(options_.listen.path.c_str(), &now) == 0 &&
+        now.st_ino == bound_file_->first && now.st_dev == bound_file_->second) {
+      ::unlink(options_.listen.path.c_str());
+    }
+  }
 
-  void Register(Session* s, std::weak_ptr<Session> w) {
+  void Register(SessionBase* s, std::weak_ptr<SessionBase> w) {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_[s] = std::move(w);
   }
-  void Unregister(Session* s) {
+  void Unregister(SessionBase* s) {
     std::lock_guard<std::mutex> lock(mu_);
     sessions_.erase(s);
     if (sessions_.empty()) drained_cv_.notify_all();
@@ -103,7 +146,8 @@ class Server::Impl {
   }
   // A canned 503 written without waiting (the socket buffer of a new connection has room),
   // then the close: the cap must not cost what it protects.
-  void Refuse(tcp::socket& socket) {
+  template <class Socket>
+  void Refuse(Socket& socket) {
     ++refused_;
     const Response r = options_.render_error(
         503, "too many connections (" + std::to_string(options_.max_connections) +
@@ -115,7 +159,7 @@ class Server::Impl {
     beast::error_code ignored;
     socket.non_blocking(true, ignored);
     socket.write_some(net::buffer(text), ignored);
-    socket.shutdown(tcp::socket::shutdown_both, ignored);
+    socket.shutdown(net::socket_base::shutdown_both, ignored);
     socket.close(ignored);
   }
 
@@ -125,9 +169,14 @@ class Server::Impl {
   // Before ioc_: sessions still queued in ioc_ unregister when it is destroyed.
   mutable std::mutex mu_;
   std::condition_variable drained_cv_;
-  std::map<Session*, std::weak_ptr<Session>> sessions_;  // guarded by mu_
+  std::map<SessionBase*, std::weak_ptr<SessionBase>> sessions_;  // guarded by mu_
   net::io_context ioc_;
-  tcp::acceptor acceptor_;  // on its own strand: Accept() and Drain()'s close never race
+  // The acceptor (one of the two) is used on its own strand: Accept() and Drain()'s close
+  // never race.
+  net::strand<net::io_context::executor_type> accept_strand_;
+  std::optional<tcp::acceptor> tcp_acceptor_;
+  std::optional<unix_socket::acceptor> unix_acceptor_;
+  std::optional<std::pair<ino_t, dev_t>> bound_file_;  // the socket file this server made
   net::steady_timer accept_retry_;
   // Keeps the I/O threads running while nothing is pending on a socket: a request waiting
   // for its batch is only a Responder held by another thread. Without it, closing the
@@ -138,32 +187,51 @@ class Server::Impl {
   std::vector<std::thread> threads_;
 };
 
-// One connection. All its handlers run on its strand.
-class Session : public std::enable_shared_from_this<Session> {
+// One connection over `Protocol` (TCP, or a Unix-domain socket). All its handlers run on its
+// strand.
+template <class Protocol>
+class Session : public SessionBase {
  public:
-  Session(tcp::socket socket, Server::Impl& server)
+  using Stream = beast::basic_stream<Protocol, net::any_io_executor, beast::unlimited_rate_policy>;
+
+  Session(typename Protocol::socket socket, Server::Impl& server)
       : stream_(std::move(socket)), server_(server), timer_(stream_.get_executor()) {}
-  ~Session() { server_.Unregister(this); }
+  ~Session() override { server_.Unregister(this); }
 
   void Start() {
     server_.Register(this, weak_from_this());
-    beast::error_code ec;
-    const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
-    if (!ec) {
-      const std::string a = peer.address().to_string();
-      peer_ = (peer.address().is_v6() ? "[" + a + "]" : a) + ":" + std::to_string(peer.port());
-    }
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->ReadRequest(true); });
+    DescribePeer();
+    net::dispatch(stream_.get_executor(), [self = Self()] { self->ReadRequest(true); });
   }
 
-  // From Drain: close now if no request is being answered.
-  void CloseIfIdle() {
-    net::post(stream_.get_executor(), [self = shared_from_this()] {
+  void CloseIfIdle() override {
+    net::post(stream_.get_executor(), [self = Self()] {
       if (!self->busy_) self->Close();
     });
   }
 
  private:
+  std::shared_ptr<Session> Self() { return std::static_pointer_cast<Session>(shared_from_this()); }
+
+  void DescribePeer() {
+    if constexpr (std::is_same_v<Protocol, tcp>) {
+      beast::error_code ec;
+      const tcp::endpoint peer = stream_.socket().remote_endpoint(ec);
+      if (!ec) {
+        const std::string a = peer.address().to_string();
+        peer_ = (peer.address().is_v6() ? "[" + a + "]" : a) + ":" + std::to_string(peer.port());
+      }
+    } else {
+      peer_ = "unix";
+      ucred cred{};
+      socklen_t len = sizeof cred;
+      if (::getsockopt(stream_.socket().native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &len) ==
+          0) {
+        credentials_ = PeerCredentials{cred.pid, cred.uid, cred.gid};
+      }
+    }
+  }
+
   const Server::Options& options() const { return server_.options_; }
 
   // A new connection, or the next request on a kept-alive one.
@@ -178,7 +246,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // head header_timeout.
     stream_.expires_after(options().idle_timeout);
     stream_.async_read_some(buffer_.prepare(4096),
-                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                            [self = Self()](beast::error_code ec, size_t n) {
                               if (ec) return self->OnReadError(ec);
                               self->buffer_.commit(n);
                               self->ReadHeader();
@@ -188,7 +256,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void ReadHeader() {
     stream_.expires_after(options().header_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = shared_from_this()](beast::error_code ec, size_t) {
+                             [self = Self()](beast::error_code ec, size_t) {
                                self->OnHeader(ec);
                              });
   }
@@ -202,7 +270,7 @@ class Session : public std::enable_shared_from_this<Session> {
       continue_.emplace(bhttp::status::continue_, req.version());
       stream_.expires_after(options().write_timeout);
       return bhttp::async_write(stream_, *continue_,
-                                [self = shared_from_this()](beast::error_code ec, size_t) {
+                                [self = Self()](beast::error_code ec, size_t) {
                                   if (ec) return self->Close();
                                   self->ReadBody();
                                 });
@@ -213,7 +281,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void ReadBody() {
     stream_.expires_after(options().body_timeout);
     bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                      [self = Self()](beast::error_code ec, size_t) {
                         if (ec) return self->OnReadError(ec);
                         self->Dispatch();
                       });
@@ -248,10 +316,11 @@ class Session : public std::enable_shared_from_this<Session> {
     request.content_type = std::string(req[bhttp::field::content_type]);
     request.body = std::move(req.body());
     request.peer = peer_;
+    request.credentials = credentials_;
     // An answer given before the handler returns (on this thread) is written right after it,
     // without a trip through the strand's queue; a later one is posted to the strand.
     dispatching_ = std::this_thread::get_id();
-    server_.handler_(std::move(request), [self = shared_from_this()](Response response) {
+    server_.handler_(std::move(request), [self = Self()](Response response) {
       if (self->dispatching_ == std::this_thread::get_id()) {
         self->answer_ = std::move(response);
         return;
@@ -301,7 +370,7 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     stream_.expires_after(options().write_timeout);
     bhttp::async_write(stream_, *response_,
-                       [self = shared_from_this()](beast::error_code ec, size_t) {
+                       [self = Self()](beast::error_code ec, size_t) {
                          self->AfterAnswer(ec, self->response_->keep_alive());
                        });
   }
@@ -323,7 +392,7 @@ class Session : public std::enable_shared_from_this<Session> {
     serializer_.emplace(*stream_head_);
     stream_.expires_after(options().write_timeout);
     bhttp::async_write_header(stream_, *serializer_,
-                              [self = shared_from_this()](beast::error_code ec, size_t) {
+                              [self = Self()](beast::error_code ec, size_t) {
                                 if (ec) return self->Close();
                                 self->PullChunk();
                               });
@@ -335,7 +404,7 @@ class Session : public std::enable_shared_from_this<Session> {
       case BodyStream::Next::kData:
         stream_.expires_after(options().write_timeout);
         net::async_write(stream_, bhttp::make_chunk(net::buffer(chunk_)),
-                         [self = shared_from_this()](beast::error_code ec, size_t) {
+                         [self = Self()](beast::error_code ec, size_t) {
                            if (ec) return self->Close();
                            self->PullChunk();
                          });
@@ -343,7 +412,7 @@ class Session : public std::enable_shared_from_this<Session> {
       case BodyStream::Next::kWait:
         if (PeerHungUp()) return Close();
         timer_.expires_after(source_->poll_interval());
-        timer_.async_wait([self = shared_from_this()](beast::error_code ec) {
+        timer_.async_wait([self = Self()](beast::error_code ec) {
           if (ec) return self->Close();
           self->PullChunk();
         });
@@ -356,7 +425,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void EndStream() {
     stream_.expires_after(options().write_timeout);
     net::async_write(stream_, bhttp::make_chunk_last(),
-                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                     [self = Self()](beast::error_code ec, size_t) {
                        const bool keep_alive = self->stream_head_->keep_alive();
                        self->source_.reset();
                        self->serializer_.reset();
@@ -377,7 +446,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // turn our answer into a reset before it has read it.
   void Linger() {
     beast::error_code ignored;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.socket().shutdown(net::socket_base::shutdown_send, ignored);
     linger_until_ = Clock::now() + options().linger_timeout;
     LingerRead();
   }
@@ -386,7 +455,7 @@ class Session : public std::enable_shared_from_this<Session> {
     buffer_.consume(buffer_.size());
     stream_.expires_at(linger_until_);
     stream_.async_read_some(buffer_.prepare(64 << 10),
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                            [self = Self()](beast::error_code ec, size_t) {
                               if (ec) return self->Close();
                               self->LingerRead();
                             });
@@ -395,14 +464,15 @@ class Session : public std::enable_shared_from_this<Session> {
   void Close() {
     beast::error_code ignored;
     timer_.cancel();
-    stream_.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream_.socket().shutdown(net::socket_base::shutdown_both, ignored);
     stream_.socket().close(ignored);
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   Server::Impl& server_;
   net::steady_timer timer_;
   std::string peer_;
+  std::optional<PeerCredentials> credentials_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::optional<bhttp::response<bhttp::empty_body>> continue_;
@@ -423,53 +493,98 @@ class Session : public std::enable_shared_from_this<Session> {
 };
 
 Status Server::Impl::Listen() {
+  return options_.listen.kind == Listener::Kind::kUnix ? ListenUnix() : ListenTcp();
+}
+
+Status Server::Impl::ListenTcp() {
   beast::error_code ec;
   const std::string& host = options_.listen.host;
   const auto address = net::ip::make_address(host, ec);
   if (ec) return InvalidArgumentError("listen address \"" + host + "\": " + ec.message());
   const tcp::endpoint endpoint(address, static_cast<uint16_t>(options_.listen.port));
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(net::socket_base::max_listen_connections, ec);
+  tcp_acceptor_.emplace(accept_strand_);
+  tcp_acceptor_->open(endpoint.protocol(), ec);
+  if (!ec) tcp_acceptor_->set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) tcp_acceptor_->bind(endpoint, ec);
+  if (!ec) tcp_acceptor_->listen(net::socket_base::max_listen_connections, ec);
   if (ec) {
     return UnavailableError("cannot listen on " + options_.listen.ToString() + ": " +
                             ec.message());
   }
-  port_ = acceptor_.local_endpoint(ec).port();
+  port_ = tcp_acceptor_->local_endpoint(ec).port();
   return OkStatus();
 }
 
-void Server::Impl::Accept() {
-  acceptor_.async_accept(net::make_strand(ioc_), [this](beast::error_code ec, tcp::socket socket) {
-    if (ec == net::error::operation_aborted || !acceptor_.is_open()) return;
-    if (ec) {
-      // Out of descriptors (EMFILE) or memory: accepting again at once would spin; the
-      // connection stays in the backlog meanwhile.
-      accept_retry_.expires_after(std::chrono::milliseconds(50));
-      accept_retry_.async_wait([this](beast::error_code wait) {
-        if (!wait) Accept();
+Status Server::Impl::ListenUnix() {
+  const std::string& path = options_.listen.path;
+  const std::string where = options_.listen.ToString();
+  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return InvalidArgumentError(where + ": a socket path needs 1 to " +
+                                std::to_string(sizeof(sockaddr_un::sun_path) - 1) + " bytes");
+  }
+  beast::error_code ec;
+  if (struct stat st {}; ::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return FailedPreconditionError(where + ": the path exists and is not a socket");
+    }
+    // Left by a server that is gone (connection refused), or in use by a live one.
+    unix_socket::socket probe(ioc_);
+    probe.connect(unix_socket::endpoint(path), ec);
+    if (!ec) return UnavailableError(where + ": another server listens on it");
+    if (ec != net::error::connection_refused) {
+      return UnavailableError(where + ": cannot tell whether a server listens on it: " +
+                              ec.message());
+    }
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return UnavailableError(where + ": cannot remove the stale socket: " +
+                              std::strerror(errno));
+    }
+  }
+  unix_acceptor_.emplace(accept_strand_);
+  unix_acceptor_->open(unix_socket(), ec);
+  if (!ec) unix_acceptor_->bind(unix_socket::endpoint(path), ec);
+  if (ec) return UnavailableError("cannot listen on " + where + ": " + ec.message());
+  struct stat made {};
+  if (::stat(path.c_str(), &made) == 0) bound_file_ = std::make_pair(made.st_ino, made.st_dev);
+  // bind() made the file as the umask allows; who may connect is what `mode` says.
+  if (::chmod(path.c_str(), options_.listen.mode) != 0) {
+    return UnavailableError(where + ": chmod " + std::strerror(errno));
+  }
+  unix_acceptor_->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return UnavailableError("cannot listen on " + where + ": " + ec.message());
+  return OkStatus();
+}
+
+template <class Acceptor>
+void Server::Impl::AcceptOn(Acceptor& acceptor) {
+  using Protocol = typename Acceptor::protocol_type;
+  acceptor.async_accept(
+      net::make_strand(ioc_),
+      [this, &acceptor](beast::error_code ec, typename Protocol::socket socket) {
+        if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+        if (ec) {
+          // Out of descriptors (EMFILE) or memory: accepting again at once would spin; the
+          // connection stays in the backlog meanwhile.
+          accept_retry_.expires_after(std::chrono::milliseconds(50));
+          accept_retry_.async_wait([this](beast::error_code wait) {
+            if (!wait) Accept();
+          });
+          return;
+        }
+        if constexpr (std::is_same_v<Protocol, tcp>) socket.set_option(tcp::no_delay(true), ec);
+        if (OpenConnections() >= options_.max_connections) {
+          Refuse(socket);
+        } else {
+          std::make_shared<Session<Protocol>>(std::move(socket), *this)->Start();
+        }
+        Accept();
       });
-      return;
-    }
-    socket.set_option(tcp::no_delay(true), ec);
-    if (OpenConnections() >= options_.max_connections) {
-      Refuse(socket);
-    } else {
-      std::make_shared<Session>(std::move(socket), *this)->Start();
-    }
-    Accept();
-  });
 }
 
 size_t Server::Impl::Drain(std::chrono::milliseconds deadline) {
   draining_ = true;
-  net::post(acceptor_.get_executor(), [this] {
-    beast::error_code ignored;
-    acceptor_.close(ignored);
-    accept_retry_.cancel();
-  });
-  std::vector<std::shared_ptr<Session>> live;
+  net::post(accept_strand_, [this] { CloseAcceptor(); });
+  std::vector<std::shared_ptr<SessionBase>> live;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [p, w] : sessions_) {

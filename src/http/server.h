@@ -18,8 +18,9 @@
 // Drain() is the graceful stop of SIGTERM: no new connections, idle ones closed, requests
 // in flight answered (with "Connection: close"), streams ended, then the threads end.
 //
-// Listeners: TCP. The session code keeps every socket operation on `stream_`, so a Unix
-// socket (peer credentials) or TLS comes as another Listener kind and stream type.
+// Listeners: TCP, or a Unix-domain socket whose peers' credentials (SO_PEERCRED, taken once
+// at accept) come with each request. One Server has one listener. The session code is one
+// template over the stream, so TLS comes as another Listener kind and stream type.
 //
 // REQUIRES: Create() -> Start() -> Drain() -> destruction (destruction alone also stops).
 #pragma once
@@ -28,20 +29,31 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <sys/types.h>
+
 #include "common/status.h"
 
 namespace tarn::http {
+
+// Who is at the other end of a Unix-domain socket, as the kernel says (never the client).
+struct PeerCredentials {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
 
 struct Request {
   std::string method;  // "GET", "HEAD", "POST", ... as sent
   std::string target;  // path and query, as sent (not decoded)
   std::string content_type;
   std::string body;
-  std::string peer;  // the client's address, "127.0.0.1:40312"
+  std::string peer;  // the client's address, "127.0.0.1:40312", or "unix" on a Unix socket
+  std::optional<PeerCredentials> credentials;  // a Unix-socket peer's
 };
 
 // The body of a streamed (chunked) response, pulled on the connection's I/O thread.
@@ -73,12 +85,19 @@ using Handler = std::function<void(Request request, Responder respond)>;
 using ErrorRenderer = std::function<Response(int status, const std::string& message)>;
 
 struct Listener {
-  enum class Kind { kTcp };
+  enum class Kind { kTcp, kUnix };
   Kind kind = Kind::kTcp;
+  // kTcp
   std::string host = "0.0.0.0";
   int port = 0;  // 0: any free port (Server::port() tells which)
+  // kUnix: the socket file. A file left by a server that is gone is replaced; one a live
+  // server listens on is an error. The file gets `mode` (who may connect) and is removed
+  // when the Server is destroyed.
+  std::string path;
+  mode_t mode = 0666;
 
-  std::string ToString() const;  // "127.0.0.1:8088", "[::1]:8088"
+  static Listener Unix(std::string path, mode_t mode = 0666);
+  std::string ToString() const;  // "127.0.0.1:8088", "[::1]:8088", "unix:/run/tarn.sock"
 };
 
 class Server {
@@ -104,7 +123,7 @@ class Server {
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
-  int port() const;
+  int port() const;  // 0 for a Unix socket
   void Start();
   // Returns once every connection is closed, or after `deadline`: then the ones left are cut,
   // and their number returned (0: every request was answered).

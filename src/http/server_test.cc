@@ -8,10 +8,13 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <future>
 #include <string>
 #include <thread>
@@ -305,6 +308,89 @@ TEST_F(HttpServerTest, DrainAnswersTheRequestInFlightAndRefusesNewConnections) {
   RawClient late(port());
   EXPECT_FALSE(late.connected());
   server_.reset();
+}
+
+// One request over a Unix-domain socket, the answer (to the peer's close).
+std::string AskUnix(const std::string& path, const std::string& request) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) out.append(buf, n);
+  }
+  ::close(fd);
+  return out;
+}
+
+TEST(HttpUnixSocketTest, PeersCredentialsComeFromTheKernelAndTheFileIsTheServers) {
+  char tmpl[] = "/tmp/http-unix-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  const std::string path = dir + "/api.sock";
+  Handler who = [](Request r, Responder respond) {
+    const std::string creds =
+        r.credentials ? "uid=" + std::to_string(r.credentials->uid) +
+                            " pid=" + std::to_string(r.credentials->pid)
+                      : "none";
+    respond(Response(200, "text/plain", r.peer + " " + creds));
+  };
+  Server::Options o;
+  o.listen = Listener::Unix(path, 0600);
+  auto server = Server::Create(o, who);
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  (*server)->Start();
+  EXPECT_EQ((*server)->port(), 0);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  const std::string answer = AskUnix(path, Get("/who", true));
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("unix uid=" + std::to_string(::getuid()) +
+                        " pid=" + std::to_string(::getpid())),
+            std::string::npos)
+      << answer;
+
+  // A second server may not take a socket a live one listens on.
+  auto second = Server::Create(o, who);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.status().message().find("unix:" + path + ": another server listens on it"),
+            std::string::npos)
+      << second.status().message();
+
+  // Gone with the server.
+  (*server)->Drain(2s);
+  server->reset();
+  EXPECT_NE(::access(path.c_str(), F_OK), 0);
+
+  // A socket file left by a server that died is replaced; a file that is no socket is not.
+  {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", path.c_str());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    ::close(fd);  // no listener, the file stays
+  }
+  auto again = Server::Create(o, who);
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  (*again)->Start();
+  EXPECT_NE(AskUnix(path, Get("/who", true)).find("uid="), std::string::npos);
+  again->reset();
+  const std::string plain = dir + "/plain";
+  std::FILE* f = std::fopen(plain.c_str(), "w");
+  std::fclose(f);
+  o.listen = Listener::Unix(plain);
+  auto refused = Server::Create(o, who);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("exists and is not a socket"), std::string::npos);
+  ::unlink(plain.c_str());
+  ::rmdir(dir.c_str());
 }
 
 TEST(PercentDecodeTest, DecodesEscapesAndPlusOnlyInQueries) {
