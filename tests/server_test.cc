@@ -1396,6 +1396,18 @@ TEST_F(ServerTest, ReadsDuringABurstOfFlexesShowOnlyCommittedCounts) {
     if (first_violation.empty()) first_violation = what;
   };
   std::vector<std::thread> readers;
+  // Lists too, which walk a whole snapshot while newer ones are published.
+  readers.emplace_back([&] {
+    httplib::Client c("127.0.0.1", server_->port());
+    while (!done) {
+      auto res = c.Get("/app/v1/services?user.name=alice");
+      const json list = res ? json::parse(res->body, nullptr, false) : json();
+      if (!res || res->status != 200 || !list.is_array() || list.size() != 1 ||
+          list[0].value("name", "") != "burst") {
+        violation("GET /app/v1/services: " + (res ? res->body : std::string("no answer")));
+      }
+    }
+  });
   for (int r = 0; r < 4; ++r) {
     readers.emplace_back([&] {
       httplib::Client c("127.0.0.1", server_->port());

@@ -567,8 +567,11 @@ void ApiServer::Register() {
     std::string user;
     if (!User(req, res, &user)) return;
     const int64_t now = clock.WallMillis();
+    // Held for the loop: a range-for over loop.Snapshot()->assemblies would free the
+    // snapshot under it as soon as a newer one is published.
+    const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
     json out = json::array();
-    for (const auto& view : loop.Snapshot()->assemblies) {
+    for (const auto& view : snapshot->assemblies) {
       if (view->status().user == user) out.push_back(ServiceSummaryJson(view->Status(now)));
     }
     Reply(res, 200, out);

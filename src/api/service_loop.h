@@ -2,8 +2,9 @@
 // backend's threads never touch the Manager; they hand it work through this loop: Post()
 // a backend event, Call() a function and wait for it. Between inputs the loop sleeps until
 // the Manager's next deadline (restart backoffs, probes, lifetimes), at most `max_idle`.
-// After each round of work it publishes a StateSnapshot for the readers, and only then are
-// that round's Call()s answered: what a caller was told is done, readers see.
+// After each round of work it publishes a StateSnapshot for the readers (rounds of backend
+// events alone at most every kPublishInterval), and a round's Call()s are answered only once
+// its snapshot is out: what a caller was told is done, readers see.
 #pragma once
 
 #include <atomic>
@@ -66,6 +67,10 @@ class ServiceLoop {
   bool stopped_ = false;
   std::atomic<uint64_t> events_{0};
   std::atomic<uint64_t> calls_{0};
+  // Real time, not clock_: a test's fake clock must not hold snapshots back.
+  static constexpr std::chrono::milliseconds kPublishInterval{20};
+  std::chrono::steady_clock::time_point last_publish_{};  // loop thread only
+  bool unpublished_ = false;                              // a round since then changed things
   SnapshotPublisher snapshots_;
   std::thread thread_;
 };
