@@ -583,7 +583,7 @@ void ApiServer::Register() {
     const std::string name = req.matches[1];
     const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
     const AssemblyView* view = snapshot->Find(user, name);
-    if (view == nullptr) return Error(res, 404, "assembly " + name + " not found");
+    if (view == nullptr) return Error(res, service::AssemblyNotFoundError(name));
     res.set_content(*view->Json(clock.WallMillis()), "application/json");
   });
 
@@ -701,7 +701,7 @@ void ApiServer::Register() {
     const std::string name = req.matches[1];
     const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
     const AssemblyView* view = snapshot->Find(user, name);
-    if (view == nullptr) return Error(res, 404, "assembly " + name + " not found");
+    if (view == nullptr) return Error(res, service::AssemblyNotFoundError(name));
     Reply(res, 200, EventsJson(*view->events()));
   });
 

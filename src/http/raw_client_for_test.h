@@ -45,45 +45,11 @@ class RawClient {
   }
 
   // Reads until the peer closes or `timeout` passes; what arrived.
-  std::string ReadAll(std::chrono::milliseconds timeout) {
-    std::string out;
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    char buf[16384];
-    for (;;) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          until - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        closed_ = true;
-        break;
-      }
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
-  }
+  std::string ReadAll(std::chrono::milliseconds timeout) { return Read(nullptr, timeout); }
 
   // Reads until `marker` has arrived (or the peer closed, or `timeout`).
   std::string ReadUntil(const std::string& marker, std::chrono::milliseconds timeout) {
-    std::string out;
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    char buf[4096];
-    while (out.find(marker) == std::string::npos) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-          until - std::chrono::steady_clock::now());
-      if (left.count() <= 0) break;
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n <= 0) {
-        closed_ = true;
-        break;
-      }
-      out.append(buf, static_cast<size_t>(n));
-    }
-    return out;
+    return Read(&marker, timeout);
   }
 
   // True when the server has closed its side (EOF or reset), without waiting.
@@ -98,6 +64,27 @@ class RawClient {
   }
 
  private:
+  // Reads until `marker` (none: never) has arrived, the peer closed, or `timeout` passed.
+  std::string Read(const std::string* marker, std::chrono::milliseconds timeout) {
+    std::string out;
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    char buf[16384];
+    while (marker == nullptr || out.find(*marker) == std::string::npos) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+          until - std::chrono::steady_clock::now());
+      if (left.count() <= 0) break;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) break;
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        closed_ = true;
+        break;
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  }
+
   int fd_ = -1;
   bool connected_ = false;
   bool closed_ = false;

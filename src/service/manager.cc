@@ -908,15 +908,16 @@ auto* FindOwned(Map& assemblies, const std::string& user, const std::string& nam
   auto it = assemblies.find(user + "/" + name);
   return it == assemblies.end() ? nullptr : &it->second;
 }
-Status NotFoundAssembly(const std::string& name) {
+}  // namespace
+
+Status AssemblyNotFoundError(const std::string& name) {
   return NotFoundError("assembly " + name + " not found");
 }
-}  // namespace
 
 Status Manager::Stop(const std::string& user, const std::string& name) {
   Impl& d = *impl_;
   Impl::Asm* a = FindOwned(d.assemblies, user, name);
-  if (a == nullptr || a->rec.desired_state == kDesiredDestroyed) return NotFoundAssembly(name);
+  if (a == nullptr || a->rec.desired_state == kDesiredDestroyed) return AssemblyNotFoundError(name);
   if (a->rec.desired_state == kDesiredStopped) return OkStatus();
   store::AssemblyRecord rec = a->rec;
   rec.desired_state = kDesiredStopped;
@@ -933,7 +934,7 @@ Status Manager::Stop(const std::string& user, const std::string& name) {
 Status Manager::Start(const std::string& user, const std::string& name) {
   Impl& d = *impl_;
   Impl::Asm* a = FindOwned(d.assemblies, user, name);
-  if (a == nullptr || a->rec.desired_state == kDesiredDestroyed) return NotFoundAssembly(name);
+  if (a == nullptr || a->rec.desired_state == kDesiredDestroyed) return AssemblyNotFoundError(name);
   bool finished = a->rec.state == kFailed || a->rec.state == kSucceeded;
   if (a->rec.desired_state == kDesiredStarted && !finished) {
     return FailedPreconditionError("assembly " + name + " is already running (state " +
@@ -979,7 +980,7 @@ Status Manager::Start(const std::string& user, const std::string& name) {
 Status Manager::Destroy(const std::string& user, const std::string& name) {
   Impl& d = *impl_;
   Impl::Asm* a = FindOwned(d.assemblies, user, name);
-  if (a == nullptr) return NotFoundAssembly(name);
+  if (a == nullptr) return AssemblyNotFoundError(name);
   if (a->rec.desired_state == kDesiredDestroyed) return OkStatus();
   store::AssemblyRecord rec = a->rec;
   rec.desired_state = kDesiredDestroyed;
@@ -997,7 +998,7 @@ StatusOr<int64_t> Manager::Flex(const std::string& user, const std::string& name
                                 const std::string& component, int64_t count) {
   Impl& d = *impl_;
   Impl::Asm* a = FindOwned(d.assemblies, user, name);
-  if (a == nullptr || a->rec.desired_state == kDesiredDestroyed) return NotFoundAssembly(name);
+  if (a == nullptr || a->rec.desired_state == kDesiredDestroyed) return AssemblyNotFoundError(name);
   if (count < 0 || count > spec::kMaxContainersPerComponent) {
     return InvalidArgumentError("number_of_containers: " + std::to_string(count) +
                                 " is out of range 0.." +
@@ -1044,7 +1045,7 @@ StatusOr<int64_t> Manager::Flex(const std::string& user, const std::string& name
 Status Manager::SetLifetime(const std::string& user, const std::string& name, int64_t seconds) {
   Impl& d = *impl_;
   Impl::Asm* a = FindOwned(d.assemblies, user, name);
-  if (a == nullptr || a->rec.desired_state == kDesiredDestroyed) return NotFoundAssembly(name);
+  if (a == nullptr || a->rec.desired_state == kDesiredDestroyed) return AssemblyNotFoundError(name);
   if (seconds < -1 || seconds == 0) {
     return InvalidArgumentError("lifetime: " + std::to_string(seconds) +
                                 " must be a positive number of seconds, or -1 for unlimited");
@@ -1201,7 +1202,7 @@ InstanceStatus ViewInstance(const Manager::Impl& d, const Manager::Impl::Asm& a,
 StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string& name) const {
   const Impl& d = *impl_;
   auto it = d.assemblies.find(Impl::AsmKey(user, name));
-  if (it == d.assemblies.end()) return NotFoundAssembly(name);
+  if (it == d.assemblies.end()) return AssemblyNotFoundError(name);
   const Impl::Asm& a = it->second;
   AssemblyStatus s;
   s.user = a.rec.user;
@@ -1349,7 +1350,7 @@ std::vector<AssemblyStatus> Manager::List(const std::string& user) const {
 StatusOr<std::vector<Event>> Manager::Events(const std::string& user,
                                              const std::string& name) const {
   auto it = impl_->assemblies.find(Impl::AsmKey(user, name));
-  if (it == impl_->assemblies.end()) return NotFoundAssembly(name);
+  if (it == impl_->assemblies.end()) return AssemblyNotFoundError(name);
   return std::vector<Event>(it->second.events.begin(), it->second.events.end());
 }
 
@@ -1361,7 +1362,7 @@ uint64_t Manager::LastEventSerial(const std::string& user, const std::string& na
 StatusOr<InstanceRef> Manager::FindInstance(const std::string& user, const std::string& name,
                                             const std::string& instance) const {
   auto it = impl_->assemblies.find(Impl::AsmKey(user, name));
-  if (it == impl_->assemblies.end()) return NotFoundAssembly(name);
+  if (it == impl_->assemblies.end()) return AssemblyNotFoundError(name);
   auto bk = impl_->by_key.find(Impl::AsmKey(user, name) + "/" + instance);
   if (bk == impl_->by_key.end()) {
     return NotFoundError("assembly " + name + " has no instance " + instance);

@@ -88,6 +88,9 @@ struct Event {
   std::string message;
 };
 
+// What every view and command answers for an assembly the caller does not have.
+Status AssemblyNotFoundError(const std::string& name);
+
 class Manager {
  public:
   struct Options {
