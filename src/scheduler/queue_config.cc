@@ -25,9 +25,13 @@ StatusOr<double> Percent(const nlohmann::json& q, const char* key, double dflt,
 
 }  // namespace
 
-bool QueueConfig::Allows(const std::string& user) const {
-  return allowed_users.empty() ||
-         std::find(allowed_users.begin(), allowed_users.end(), user) != allowed_users.end();
+bool QueueConfig::Allows(const std::string& account, const std::vector<std::string>& groups) const {
+  return !submit_acl || submit_acl->Admits(account, groups);
+}
+
+bool QueueConfig::Administers(const std::string& account,
+                              const std::vector<std::string>& groups) const {
+  return administer_acl && administer_acl->Admits(account, groups);
 }
 
 StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
@@ -43,11 +47,13 @@ StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
     if (!q.is_object()) return InvalidArgumentError(where + ": expected an object");
     for (auto it = q.begin(); it != q.end(); ++it) {
       static const std::set<std::string> kKnown = {"name", "capacity", "maximum-capacity",
-                                                   "acl_submit_applications"};
+                                                   "acl_submit_applications",
+                                                   "acl_administer_queue"};
       if (!kKnown.count(it.key())) {
         return InvalidArgumentError(where + "." + it.key() +
                                     ": unknown field (queues take name, capacity, "
-                                    "maximum-capacity, acl_submit_applications)");
+                                    "maximum-capacity, acl_submit_applications, "
+                                    "acl_administer_queue)");
       }
     }
     QueueConfig c;
@@ -64,25 +70,19 @@ StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
     if (c.maximum_share < c.guaranteed_share) {
       return InvalidArgumentError(where + ".maximum-capacity: is below its capacity");
     }
-    if (auto acl = q.find("acl_submit_applications"); acl != q.end()) {
+    for (const char* key : {"acl_submit_applications", "acl_administer_queue"}) {
+      auto acl = q.find(key);
+      if (acl == q.end()) continue;
+      const std::string at = where + "." + key;
       if (!acl->is_string()) {
-        return InvalidArgumentError(where +
-                                    ".acl_submit_applications: expected \"*\" or \"user1,user2\"");
+        return InvalidArgumentError(at + ": expected \"*\" or \"user1,user2 group1,group2\"");
       }
-      std::string s = acl->get<std::string>();
-      if (s != "*") {
-        size_t start = 0;
-        while (start <= s.size()) {
-          size_t comma = s.find(',', start);
-          std::string user = s.substr(start, comma == std::string::npos ? s.npos : comma - start);
-          if (!user.empty()) c.allowed_users.push_back(user);
-          if (comma == std::string::npos) break;
-          start = comma + 1;
-        }
-        if (c.allowed_users.empty()) {
-          return InvalidArgumentError(where + ".acl_submit_applications: names no user");
-        }
-      }
+      ASSIGN_OR_RETURN(Acl parsed, ParseAcl(acl->get<std::string>(), at));
+      std::optional<Acl>& field =
+          std::string_view(key) == "acl_submit_applications" ? c.submit_acl : c.administer_acl;
+      field = std::move(parsed);
+      // "*" to submit is the same as no ACL: everyone.
+      if (&field == &c.submit_acl && field->everyone) field.reset();
     }
     total += c.guaranteed_share;
     out.push_back(std::move(c));
@@ -96,7 +96,7 @@ StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
   // is), as YARN's capacities of sibling queues add up to 100%.
   if (!names.count("default")) {
     const double rest = 1.0 - total;
-    out.push_back(QueueConfig{"default", rest > 1e-9 ? rest : 0.0, 1, {}});
+    out.push_back(QueueConfig{"default", rest > 1e-9 ? rest : 0.0, 1, {}, {}});
   }
   return out;
 }

@@ -1,15 +1,22 @@
 // Queues of the daemon's configuration, with YARN Capacity Scheduler's names:
 //   {"queues": [{"name": "gpu-team", "capacity": 40, "maximum-capacity": 60,
-//                "acl_submit_applications": "alice,bob"}]}
+//                "acl_submit_applications": "alice,bob ml",
+//                "acl_administer_queue": " ml-leads"}]}
 // capacity is the guaranteed share and maximum-capacity the cap, in percent of the cluster
-// (of its dominant resource, as DRF measures shares). A `default` queue always exists
-// (capacity 0, maximum 100, open to all, unless configured). Pure; thread-safe.
+// (of its dominant resource, as DRF measures shares). The ACLs are Hadoop's "users groups"
+// (common/acl.h): who may submit to the queue (absent: everyone), and who administers its
+// assemblies as an operator would (absent: nobody; YARN's root queue would say everyone).
+// The API checks them against the authenticated tenant's account and groups. A `default`
+// queue always exists (capacity 0, maximum 100, open to all, unless configured). Pure;
+// thread-safe.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/acl.h"
 #include "common/status.h"
 
 namespace tarn::scheduler {
@@ -18,9 +25,13 @@ struct QueueConfig {
   std::string name;
   double guaranteed_share = 0;             // 0..1
   double maximum_share = 1;                // guaranteed_share..1
-  std::vector<std::string> allowed_users;  // empty: everyone
+  std::optional<Acl> submit_acl;      // acl_submit_applications; none: everyone
+  std::optional<Acl> administer_acl;  // acl_administer_queue; none: nobody
 
-  bool Allows(const std::string& user) const;
+  // Whether `account` (in `groups`) may submit to the queue.
+  bool Allows(const std::string& account, const std::vector<std::string>& groups = {}) const;
+  // Whether `account` (in `groups`) operates the queue's assemblies.
+  bool Administers(const std::string& account, const std::vector<std::string>& groups) const;
   friend bool operator==(const QueueConfig&, const QueueConfig&) = default;
 };
 

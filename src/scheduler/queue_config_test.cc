@@ -11,11 +11,10 @@ namespace tarn::scheduler {
 // Readable failure messages (found by ADL; internal linkage so no other test file clashes).
 [[maybe_unused]] static void PrintTo(const QueueConfig& q, std::ostream* os) {
   *os << "{name: \"" << q.name << "\", guaranteed_share: " << q.guaranteed_share
-      << ", maximum_share: " << q.maximum_share << ", allowed_users: [";
-  for (size_t i = 0; i < q.allowed_users.size(); ++i) {
-    *os << (i ? ", " : "") << q.allowed_users[i];
-  }
-  *os << "]}";
+      << ", maximum_share: " << q.maximum_share
+      << ", acl_submit_applications: " << (q.submit_acl ? q.submit_acl->ToString() : "(none)")
+      << ", acl_administer_queue: "
+      << (q.administer_acl ? q.administer_acl->ToString() : "(none)") << "}";
 }
 
 namespace {
@@ -34,7 +33,7 @@ void ExpectError(const json& queues, const std::vector<std::string>& parts) {
 }
 
 // With no queue configured, the implicit default is guaranteed the whole cluster.
-const QueueConfig kDefault{"default", 1, 1, {}};
+const QueueConfig kDefault{"default", 1, 1, {}, {}};
 
 TEST(ParseQueuesTest, NullGivesOnlyTheDefaultQueue) {
   auto parsed = ParseQueues(json());
@@ -63,7 +62,9 @@ TEST(ParseQueuesTest, YarnNamesArePercentagesAndAclIsAUserList) {
   EXPECT_EQ(q.name, "gpu-team");
   EXPECT_DOUBLE_EQ(q.guaranteed_share, 0.4);
   EXPECT_DOUBLE_EQ(q.maximum_share, 0.6);
-  EXPECT_EQ(q.allowed_users, (std::vector<std::string>{"alice", "bob"}));
+  ASSERT_TRUE(q.submit_acl.has_value());
+  EXPECT_EQ(q.submit_acl->users, (std::vector<std::string>{"alice", "bob"}));
+  EXPECT_FALSE(q.administer_acl.has_value());
   // "default" is appended after the configured queues, guaranteed the 60% they leave.
   EXPECT_EQ((*parsed)[1].name, "default");
   EXPECT_DOUBLE_EQ((*parsed)[1].guaranteed_share, 0.6);
@@ -84,7 +85,7 @@ TEST(ParseQueuesTest, OmittedFieldsTakeDefaults) {
   auto parsed = ParseQueues(json::parse(R"([{"name": "batch"}])"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   ASSERT_EQ(parsed->size(), 2u);
-  EXPECT_EQ((*parsed)[0], (QueueConfig{"batch", 0, 1, {}}));
+  EXPECT_EQ((*parsed)[0], (QueueConfig{"batch", 0, 1, {}, {}}));
 }
 
 TEST(ParseQueuesTest, OmittedMaximumCapacityIsTheWholeCluster) {
@@ -101,8 +102,8 @@ TEST(ParseQueuesTest, BoundsZeroAndHundredAreAccepted) {
                                              "maximum-capacity": 0}])"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   ASSERT_EQ(parsed->size(), 3u);
-  EXPECT_EQ((*parsed)[0], (QueueConfig{"all", 1.0, 1.0, {}}));
-  EXPECT_EQ((*parsed)[1], (QueueConfig{"none", 0.0, 0.0, {}}));
+  EXPECT_EQ((*parsed)[0], (QueueConfig{"all", 1.0, 1.0, {}, {}}));
+  EXPECT_EQ((*parsed)[1], (QueueConfig{"none", 0.0, 0.0, {}, {}}));
 }
 
 TEST(ParseQueuesTest, MaximumEqualToCapacityIsAccepted) {
@@ -116,7 +117,7 @@ TEST(ParseQueuesTest, MaximumEqualToCapacityIsAccepted) {
 TEST(ParseQueuesTest, StarAclMeansEveryone) {
   auto parsed = ParseQueues(json::parse(R"([{"name": "open", "acl_submit_applications": "*"}])"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_TRUE((*parsed)[0].allowed_users.empty());
+  EXPECT_FALSE((*parsed)[0].submit_acl.has_value());
   EXPECT_TRUE((*parsed)[0].Allows("alice"));
   EXPECT_TRUE((*parsed)[0].Allows("mallory"));
 }
@@ -125,13 +126,13 @@ TEST(ParseQueuesTest, AclSkipsEmptyNames) {
   auto parsed =
       ParseQueues(json::parse(R"([{"name": "q", "acl_submit_applications": ",alice,,bob,"}])"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_EQ((*parsed)[0].allowed_users, (std::vector<std::string>{"alice", "bob"}));
+  EXPECT_EQ((*parsed)[0].submit_acl->users, (std::vector<std::string>{"alice", "bob"}));
 }
 
 TEST(ParseQueuesTest, SingleUserAcl) {
   auto parsed = ParseQueues(json::parse(R"([{"name": "q", "acl_submit_applications": "carol"}])"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
-  EXPECT_EQ((*parsed)[0].allowed_users, (std::vector<std::string>{"carol"}));
+  EXPECT_EQ((*parsed)[0].submit_acl->users, (std::vector<std::string>{"carol"}));
 }
 
 // "research" omits maximum-capacity and gets the whole cluster.
@@ -143,8 +144,8 @@ TEST(ParseQueuesTest, ConfiguredDefaultIsKeptAndNotDuplicated) {
   ])"));
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   ASSERT_EQ(parsed->size(), 2u);
-  EXPECT_EQ((*parsed)[0], (QueueConfig{"default", 0.3, 0.5, {"ops"}}));
-  EXPECT_EQ((*parsed)[1], (QueueConfig{"research", 0.7, 1.0, {}}));
+  EXPECT_EQ((*parsed)[0], (QueueConfig{"default", 0.3, 0.5, Acl{false, {"ops"}, {}}, {}}));
+  EXPECT_EQ((*parsed)[1], (QueueConfig{"research", 0.7, 1.0, {}, {}}));
   EXPECT_FALSE((*parsed)[0].Allows("alice"));
 }
 
@@ -156,7 +157,7 @@ TEST(ParseQueuesTest, CapacitiesSummingToExactlyHundredAreAccepted) {
   auto parsed = ParseQueues(queues);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->size(), 11u);
-  EXPECT_EQ(parsed->back(), (QueueConfig{"default", 0, 1, {}}));  // nothing is left for it
+  EXPECT_EQ(parsed->back(), (QueueConfig{"default", 0, 1, {}, {}}));  // nothing is left for it
 }
 
 TEST(ParseQueuesTest, ValidNameCharacters) {
@@ -239,8 +240,24 @@ TEST(ParseQueuesTest, AclThatIsNotAStringIsAnError) {
               {"queues[0].acl_submit_applications", "expected"});
 }
 
+TEST(ParseQueuesTest, AclsTakeUsersAndGroups) {
+  auto parsed = ParseQueues(json::parse(R"([{"name": "q",
+      "acl_submit_applications": "alice ml,ops", "acl_administer_queue": " leads"}])"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const QueueConfig& q = (*parsed)[0];
+  EXPECT_TRUE(q.Allows("alice", {}));
+  EXPECT_TRUE(q.Allows("carol", {"users", "ops"}));
+  EXPECT_FALSE(q.Allows("carol", {"users"}));
+  EXPECT_TRUE(q.Administers("dave", {"leads"}));
+  EXPECT_FALSE(q.Administers("alice", {"ml"}));
+  // Without acl_administer_queue nobody administers a queue.
+  EXPECT_FALSE((*parsed)[1].Administers("root", {"root"}));
+  ExpectError(json::parse(R"([{"name": "a", "acl_administer_queue": "a b c"}])"),
+              {"queues[0].acl_administer_queue", "more than one space"});
+}
+
 TEST(QueueConfigTest, AllowsListedUsersOnly) {
-  QueueConfig q{"q", 0, 1, {"alice", "bob"}};
+  QueueConfig q{"q", 0, 1, Acl{false, {"alice", "bob"}, {}}, {}};
   EXPECT_TRUE(q.Allows("alice"));
   EXPECT_TRUE(q.Allows("bob"));
   EXPECT_FALSE(q.Allows("carol"));
@@ -250,7 +267,7 @@ TEST(QueueConfigTest, AllowsListedUsersOnly) {
 }
 
 TEST(QueueConfigTest, EmptyListAllowsEveryone) {
-  QueueConfig q{"q", 0, 1, {}};
+  QueueConfig q{"q", 0, 1, {}, {}};
   EXPECT_TRUE(q.Allows("alice"));
   EXPECT_TRUE(q.Allows(""));
 }

@@ -49,7 +49,7 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
   }
   if (!has_default) {  // as ParseQueues adds it: guaranteed what the others leave
     options.queues.push_back(
-        QueueConfig{"default", guaranteed < 1 - 1e-9 ? 1 - guaranteed : 0, 1, {}});
+        QueueConfig{"default", guaranteed < 1 - 1e-9 ? 1 - guaranteed : 0, 1, {}, {}});
   }
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(options)));
 }
@@ -80,9 +80,6 @@ Status Scheduler::Validate(const Request& r, int* queue) const {
   const std::string& name = r.queue.empty() ? std::string("default") : r.queue;
   auto it = queue_index_.find(name);
   if (it == queue_index_.end()) return NotFoundError("queue \"" + name + "\" does not exist");
-  if (!queues_[it->second].config.Allows(r.user)) {
-    return PermissionDeniedError("queue \"" + name + "\" does not admit user \"" + r.user + "\"");
-  }
   const Resources& need = r.resources;
   if (need.vcores < 0 || need.memory_mib < 0 || need.gpus < 0 ||
       (need.vcores == 0 && need.memory_mib == 0 && need.gpus == 0)) {

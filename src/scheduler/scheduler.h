@@ -94,8 +94,9 @@ class Scheduler {
 
   static StatusOr<std::unique_ptr<Scheduler>> Create(Options options);
 
-  // Queues one request. Errors (not Decisions): duplicate id, unknown queue, a user the
-  // queue does not admit, an empty resource vector.
+  // Queues one request. Errors (not Decisions): duplicate id, unknown queue, an empty
+  // resource vector. Who may submit to a queue is checked before, where the caller's
+  // identity is known (the API).
   Status Submit(const Request& request);
   // Queues a gang: all members are placed in the same Schedule() call or none is. Members
   // share one user and queue.
