@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 
+#include "store/sqlite.h"
+
 namespace tarn::store {
 namespace {
 
@@ -45,56 +47,6 @@ CREATE TABLE IF NOT EXISTS instances (
   FOREIGN KEY (user, assembly) REFERENCES assemblies (user, name) ON DELETE CASCADE
 );
 )sql";
-
-// A prepared statement; finalized when it goes out of scope.
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) : db_(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr) != SQLITE_OK) {
-      status_ = InternalError(std::string("store: ") + sqlite3_errmsg(db));
-    }
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-
-  const Status& status() const { return status_; }
-  Statement& Bind(int i, const std::string& v) {
-    if (stmt_) sqlite3_bind_text(stmt_, i, v.data(), static_cast<int>(v.size()), SQLITE_TRANSIENT);
-    return *this;
-  }
-  Statement& Bind(int i, int64_t v) {
-    if (stmt_) sqlite3_bind_int64(stmt_, i, v);
-    return *this;
-  }
-  // true: a row is ready; false: done.
-  StatusOr<bool> Step() {
-    if (!status_.ok()) return status_;
-    int rc = sqlite3_step(stmt_);
-    if (rc == SQLITE_ROW) return true;
-    if (rc == SQLITE_DONE) return false;
-    if (rc == SQLITE_CONSTRAINT) {
-      return Status(StatusCode::kAlreadyExists, std::string("store: ") + sqlite3_errmsg(db_));
-    }
-    return InternalError(std::string("store: ") + sqlite3_errmsg(db_));
-  }
-  std::string Text(int col) const {
-    const unsigned char* t = sqlite3_column_text(stmt_, col);
-    return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(stmt_, col))
-             : std::string();
-  }
-  int64_t Int(int col) const { return sqlite3_column_int64(stmt_, col); }
-
- private:
-  sqlite3* db_;
-  sqlite3_stmt* stmt_ = nullptr;
-  Status status_;
-};
-
-Status Run(Statement& s) {
-  auto r = s.Step();
-  return r.ok() ? OkStatus() : r.status();
-}
 
 constexpr const char* kAssemblyColumns =
     "user, name, spec, desired_state, state, diagnostics, created_ms, lifetime_deadline_ms, "

@@ -1,0 +1,227 @@
+#include "auth/authenticator.h"
+
+#include <strings.h>
+
+#include "auth/audit_log.h"
+#include "auth/token.h"
+
+namespace tarn::auth {
+namespace {
+
+Status Unauthenticated(AuthFailure why, AuthFailure* failure, std::string message) {
+  if (failure != nullptr) *failure = why;
+  return Status(StatusCode::kUnauthenticated, std::move(message));
+}
+
+}  // namespace
+
+std::string_view RoleName(Role role) {
+  switch (role) {
+    case Role::kUser:
+      return "user";
+    case Role::kOperator:
+      return "operator";
+    case Role::kAdmin:
+      return "admin";
+  }
+  return "user";
+}
+
+StatusOr<Role> ParseRole(std::string_view text) {
+  if (text == "user") return Role::kUser;
+  if (text == "operator") return Role::kOperator;
+  if (text == "admin") return Role::kAdmin;
+  return InvalidArgumentError("role: \"" + std::string(text) +
+                              "\" is not a role (user, operator or admin)");
+}
+
+std::string_view AuthMethodName(AuthMethod method) {
+  switch (method) {
+    case AuthMethod::kSocket:
+      return "socket";
+    case AuthMethod::kToken:
+      return "token";
+    case AuthMethod::kSimple:
+      return "simple";
+  }
+  return "socket";
+}
+
+std::string_view AuthFailureName(AuthFailure failure) {
+  switch (failure) {
+    case AuthFailure::kNone:
+      return "";
+    case AuthFailure::kMissing:
+      return "missing";
+    case AuthFailure::kMalformed:
+      return "malformed";
+    case AuthFailure::kUnknown:
+      return "unknown";
+    case AuthFailure::kRevoked:
+      return "revoked";
+    case AuthFailure::kExpired:
+      return "expired";
+    case AuthFailure::kNoAccount:
+      return "no_account";
+  }
+  return "";
+}
+
+Authenticator::Authenticator(Options options) : options_(std::move(options)) {}
+
+std::optional<LocalAccount> Authenticator::CachedByUid(uid_t uid) const {
+  const Clock::TimePoint now = options_.clock->Now();
+  {
+    std::lock_guard lock(mu_);
+    auto it = by_uid_.find(uid);
+    if (it != by_uid_.end() && it->second.until > now) return it->second.account;
+  }
+  std::optional<LocalAccount> a = options_.by_uid(uid);
+  std::lock_guard lock(mu_);
+  by_uid_[uid] = Cached{a, now + options_.account_ttl};
+  return a;
+}
+
+std::optional<LocalAccount> Authenticator::CachedByName(const std::string& name) const {
+  const Clock::TimePoint now = options_.clock->Now();
+  {
+    std::lock_guard lock(mu_);
+    auto it = by_name_.find(name);
+    if (it != by_name_.end() && it->second.until > now) return it->second.account;
+  }
+  std::optional<LocalAccount> a = options_.by_name(name);
+  std::lock_guard lock(mu_);
+  by_name_[name] = Cached{a, now + options_.account_ttl};
+  return a;
+}
+
+Role Authenticator::RoleOf(const std::string& account, const std::vector<std::string>& groups,
+                           std::optional<uid_t> uid) const {
+  if (uid && *uid == 0) return Role::kAdmin;
+  const AuthConfig& c = options_.config;
+  if (c.admins && c.admins->Admits(account, groups)) return Role::kAdmin;
+  if (c.operators && c.operators->Admits(account, groups)) return Role::kOperator;
+  return Role::kUser;
+}
+
+StatusOr<Identity> Authenticator::OfAccount(const LocalAccount& a) const {
+  ASSIGN_OR_RETURN(std::string label, options_.store->TenantOfAccount(a.uid, a.name));
+  return Identity{std::move(label), a.uid, a.name, a.groups, RoleOf(a.name, a.groups, a.uid)};
+}
+
+StatusOr<Identity> Authenticator::OfUid(uid_t uid) const {
+  std::optional<LocalAccount> a = CachedByUid(uid);
+  if (!a) {
+    return FailedPreconditionError("uid " + std::to_string(uid) +
+                                   " has no account name on this machine, so it cannot be a "
+                                   "tarn tenant");
+  }
+  return OfAccount(*a);
+}
+
+StatusOr<Identity> Authenticator::OfName(const std::string& name) const {
+  if (std::optional<LocalAccount> a = CachedByName(name)) return OfAccount(*a);
+  ASSIGN_OR_RETURN(std::string label, options_.store->TenantOfRemote(name));
+  return Identity{std::move(label), std::nullopt, name, {}, RoleOf(name, {}, std::nullopt)};
+}
+
+StatusOr<Caller> Authenticator::FromToken(std::string_view token, AuthFailure* failure) const {
+  if (!IsWellFormedToken(token)) {
+    return Unauthenticated(AuthFailure::kMalformed, failure,
+                           "the bearer token is malformed (a tarn token is \"tarn_\" and 43 "
+                           "more characters; was it cut when copied?)");
+  }
+  TokenRecord t;
+  switch (options_.store->FindToken(token, &t)) {
+    case AuthStore::Found::kValid:
+      break;
+    case AuthStore::Found::kUnknown:
+      return Unauthenticated(AuthFailure::kUnknown, failure,
+                             "the bearer token is not known to this server (mistyped, or made "
+                             "by another server)");
+    case AuthStore::Found::kRevoked:
+      return Unauthenticated(AuthFailure::kRevoked, failure,
+                             "the bearer token was revoked; make a new one with `tarn token "
+                             "create`");
+    case AuthStore::Found::kExpired:
+      return Unauthenticated(AuthFailure::kExpired, failure,
+                             "the bearer token expired at " + Rfc3339Millis(t.expires_ms) +
+                                 "; make a new one with `tarn token create`");
+  }
+  std::optional<TenantRecord> owner = options_.store->Tenant(t.tenant);
+  if (!owner) {
+    return Unauthenticated(AuthFailure::kNoAccount, failure,
+                           "the bearer token's owner is no tenant of this server");
+  }
+  Identity who;
+  if (owner->uid) {
+    std::optional<LocalAccount> a = CachedByUid(*owner->uid);
+    if (!a) {
+      return Unauthenticated(AuthFailure::kNoAccount, failure,
+                             "the bearer token's owner no longer has an account on this machine");
+    }
+    who = Identity{owner->label, a->uid, a->name, a->groups, RoleOf(a->name, a->groups, a->uid)};
+  } else {
+    who = Identity{owner->label, std::nullopt, owner->name, {},
+                   RoleOf(owner->name, {}, std::nullopt)};
+  }
+  // A token never does more than its owner may do now (a demoted owner demotes its tokens).
+  who.role = std::min(who.role, t.role);
+  Caller c;
+  c.who = std::move(who);
+  c.method = AuthMethod::kToken;
+  c.token_name = t.name;
+  return c;
+}
+
+StatusOr<Caller> Authenticator::Authenticate(const Credentials& cr, AuthFailure* failure) const {
+  if (failure != nullptr) *failure = AuthFailure::kNone;
+  Caller caller;
+  if (cr.unix_socket) {
+    ASSIGN_OR_RETURN(caller.who, OfUid(cr.uid));
+    caller.method = AuthMethod::kSocket;
+    caller.socket_uid = cr.uid;
+    caller.socket_pid = cr.pid;
+  } else if (!cr.authorization.empty()) {
+    std::string_view a = cr.authorization;
+    if (a.size() < 7 || ::strncasecmp(a.data(), "Bearer ", 7) != 0) {
+      return Unauthenticated(AuthFailure::kMalformed, failure,
+                             "the Authorization header is not \"Bearer <token>\" (tarn takes "
+                             "bearer tokens only)");
+    }
+    a.remove_prefix(7);
+    while (!a.empty() && a.front() == ' ') a.remove_prefix(1);
+    while (!a.empty() && a.back() == ' ') a.remove_suffix(1);
+    ASSIGN_OR_RETURN(caller, FromToken(a, failure));
+  } else if (options_.config.simple && cr.simple_user != nullptr && !cr.simple_user->empty()) {
+    if (!cr.loopback) {
+      return Unauthenticated(AuthFailure::kMissing, failure,
+                             "user.name (simple authentication) is taken from loopback clients "
+                             "only; send Authorization: Bearer <token>");
+    }
+    ASSIGN_OR_RETURN(caller.who, OfName(*cr.simple_user));
+    caller.method = AuthMethod::kSimple;
+  } else {
+    return Unauthenticated(
+        AuthFailure::kMissing, failure,
+        options_.config.simple
+            ? "no credentials: send Authorization: Bearer <token> (see `tarn token create`) or, "
+              "from this machine, ?user.name=NAME"
+            : "no credentials: send Authorization: Bearer <token> (see `tarn token create`), or "
+              "use tarn's Unix socket, where the kernel says who you are");
+  }
+  caller.peer = cr.peer;
+  if (!cr.impersonate.empty()) {
+    if (caller.who.role != Role::kAdmin) {
+      return PermissionDeniedError("acting as another tenant (Impersonate-User, --as) needs the "
+                                   "admin role; you are " +
+                                   std::string(RoleName(caller.who.role)));
+    }
+    ASSIGN_OR_RETURN(Identity target, OfName(std::string(cr.impersonate)));
+    caller.actor = std::move(caller.who);
+    caller.who = std::move(target);
+  }
+  return caller;
+}
+
+}  // namespace tarn::auth
