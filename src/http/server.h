@@ -12,15 +12,18 @@
 // reads the answer instead of a reset. "Expect: 100-continue" is answered. At most
 // max_connections are open at once; one more is answered 503 and closed.
 //
+// Each I/O thread runs an event loop of its own, and connections are dealt to them in turn:
+// a connection's handlers always run on one thread, and no lock is shared between them.
 // The handler runs on an I/O thread and must not block: work that waits (a batch, the
 // service loop) goes elsewhere and calls the Responder later, from any thread, exactly
 // once. A response may be streamed (chunked), pulled from a BodyStream on the I/O thread.
 // Drain() is the graceful stop of SIGTERM: no new connections, idle ones closed, requests
 // in flight answered (with "Connection: close"), streams ended, then the threads end.
 //
-// Listeners: TCP, or a Unix-domain socket whose peers' credentials (SO_PEERCRED, taken once
-// at accept) come with each request. One Server has one listener. The session code is one
-// template over the stream, so TLS comes as another Listener kind and stream type.
+// Listeners: TCP (plain, or TLS when the listener names a certificate and key: the handshake
+// must end within header_timeout), or a Unix-domain socket whose peers' credentials
+// (SO_PEERCRED, taken once at accept) come with each request. One Server has one listener.
+// The session code is one template over the stream.
 //
 // REQUIRES: Create() -> Start() -> Drain() -> destruction (destruction alone also stops).
 #pragma once
@@ -54,6 +57,11 @@ struct Request {
   std::string body;
   std::string peer;  // the client's address, "127.0.0.1:40312", or "unix" on a Unix socket
   std::optional<PeerCredentials> credentials;  // a Unix-socket peer's
+  bool tls = false;                            // it came over TLS
+  // The headers a server that authenticates needs, as sent ("" when absent): who the
+  // client is ("Bearer TOKEN"), and whom it asks to act for (Kubernetes' Impersonate-User).
+  std::string authorization;
+  std::string impersonate_user;
 };
 
 // The body of a streamed (chunked) response, pulled on the connection's I/O thread.
@@ -90,6 +98,9 @@ struct Listener {
   // kTcp
   std::string host = "0.0.0.0";
   int port = 0;  // 0: any free port (Server::port() tells which)
+  // Both set: TLS (1.2 or later) with this certificate chain and private key (PEM files).
+  std::string tls_cert_file;
+  std::string tls_key_file;
   // kUnix: the socket file. A file left by a server that is gone is replaced; one a live
   // server listens on is an error. The file gets `mode` (who may connect) and is removed
   // when the Server is destroyed.
@@ -97,7 +108,9 @@ struct Listener {
   mode_t mode = 0666;
 
   static Listener Unix(std::string path, mode_t mode = 0666);
-  std::string ToString() const;  // "127.0.0.1:8088", "[::1]:8088", "unix:/run/tarn.sock"
+  bool tls() const { return kind == Kind::kTcp && !tls_cert_file.empty(); }
+  // "127.0.0.1:8088", "[::1]:8088", "https://127.0.0.1:8443", "unix:/run/tarn.sock"
+  std::string ToString() const;
 };
 
 class Server {

@@ -13,6 +13,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
 #include <chrono>
 #include <cstdio>
 #include <future>
@@ -391,6 +393,103 @@ TEST(HttpUnixSocketTest, PeersCredentialsComeFromTheKernelAndTheFileIsTheServers
   EXPECT_NE(refused.status().message().find("exists and is not a socket"), std::string::npos);
   ::unlink(plain.c_str());
   ::rmdir(dir.c_str());
+}
+
+// A self-signed certificate for 127.0.0.1 and localhost, made by the openssl command as an
+// operator would; the files go in `dir`.
+bool MakeCertificate(const std::string& dir) {
+  const std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+                          " -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+                          dir + "/key.pem -out " + dir + "/cert.pem >/dev/null 2>&1";
+  return std::system(cmd.c_str()) == 0;
+}
+
+// One request over TLS to 127.0.0.1:port, the server's certificate checked against
+// `ca_file` for `host`; the answer, or "error: WHY".
+std::string AskTls(int port, const std::string& ca_file, const std::string& host,
+                   const std::string& request) {
+  namespace net = boost::asio;
+  net::io_context ioc;
+  net::ssl::context ctx(net::ssl::context::tls_client);
+  ctx.load_verify_file(ca_file);
+  ctx.set_verify_mode(net::ssl::verify_peer);
+  net::ssl::stream<net::ip::tcp::socket> tls(ioc, ctx);
+  tls.set_verify_callback(net::ssl::host_name_verification(host));
+  boost::system::error_code ec;
+  tls.next_layer().connect({net::ip::make_address("127.0.0.1"), static_cast<uint16_t>(port)}, ec);
+  if (!ec) tls.handshake(net::ssl::stream_base::client, ec);
+  if (ec) return "error: " + ec.message();
+  net::write(tls, net::buffer(request), ec);
+  std::string answer;
+  char buf[4096];
+  for (;;) {
+    const size_t n = tls.read_some(net::buffer(buf), ec);
+    answer.append(buf, n);
+    if (ec) break;
+  }
+  return answer;
+}
+
+TEST(HttpTlsTest, ServesOverTlsWithTheHeadersAnAuthenticatingServerNeeds) {
+  char tmpl[] = "/tmp/http-tls-test-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  ASSERT_TRUE(MakeCertificate(dir)) << "the openssl command failed";
+  Server::Options o;
+  o.listen.host = "127.0.0.1";
+  o.listen.tls_cert_file = dir + "/cert.pem";
+  o.listen.tls_key_file = dir + "/key.pem";
+  o.header_timeout = 1500ms;
+  EXPECT_EQ(o.listen.ToString(), "https://127.0.0.1:0");
+  auto server = Server::Create(o, [](Request r, Responder respond) {
+    respond(Response(200, "text/plain",
+                     std::string(r.tls ? "tls" : "plain") + " [" + r.authorization + "] [" +
+                         r.impersonate_user + "]"));
+  });
+  ASSERT_TRUE(server.ok()) << server.status().message();
+  (*server)->Start();
+  const int port = (*server)->port();
+
+  const std::string answer = AskTls(
+      port, dir + "/cert.pem", "127.0.0.1",
+      "GET /x HTTP/1.1\r\nHost: h\r\nAuthorization: Bearer t0k\r\nImpersonate-User: alice\r\n"
+      "Connection: close\r\n\r\n");
+  EXPECT_EQ(answer.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << answer;
+  EXPECT_NE(answer.find("tls [Bearer t0k] [alice]"), std::string::npos) << answer;
+
+  // The certificate does not name another host: the client refuses it.
+  EXPECT_EQ(AskTls(port, dir + "/cert.pem", "tarn.example.org", Get("/x", true)).rfind("error: ", 0),
+            0u);
+
+  // Plain HTTP to the TLS port gets no HTTP answer: the handshake fails and the server closes.
+  RawClient plain(port);
+  ASSERT_TRUE(plain.Send(Get("/x", true)));
+  EXPECT_EQ(plain.ReadAll(5s).find("200 OK"), std::string::npos);
+
+  // A client that connects and never starts the handshake is closed at the head's deadline.
+  RawClient silent(port);
+  ASSERT_TRUE(silent.connected());
+  const auto t0 = SteadyClock::now();
+  silent.ReadAll(10s);
+  EXPECT_LT(SteadyClock::now() - t0, 5s);
+  (*server)->Drain(2s);
+
+  // A key that is not the certificate's, or a file that is missing, is an error at Create().
+  ASSERT_EQ(std::system(("openssl genrsa -out " + dir + "/other.pem 2048 >/dev/null 2>&1").c_str()),
+            0);
+  o.listen.tls_key_file = dir + "/other.pem";
+  auto mismatched = Server::Create(o, [](Request, Responder) {});
+  ASSERT_FALSE(mismatched.ok());
+  EXPECT_NE(mismatched.status().message().find("the PEM private key of the certificate " + dir + "/cert.pem"),
+            std::string::npos)
+      << mismatched.status().message();
+  o.listen.tls_key_file = dir + "/missing.pem";
+  auto missing = Server::Create(o, [](Request, Responder) {});
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("TLS key " + dir + "/missing.pem"), std::string::npos)
+      << missing.status().message();
+  o.listen.tls_key_file.clear();
+  EXPECT_FALSE(Server::Create(o, [](Request, Responder) {}).ok());
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(PercentDecodeTest, DecodesEscapesAndPlusOnlyInQueries) {
