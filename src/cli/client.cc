@@ -3,11 +3,14 @@
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
-#include <boost/asio/connect.hpp>
+#include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
@@ -27,6 +30,7 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 using tcp = boost::asio::ip::tcp;
+using generic_stream = boost::asio::generic::stream_protocol;
 using ErrorCode = boost::system::error_code;
 
 constexpr int kProbeTimeoutMs = 2000;
@@ -162,7 +166,7 @@ StatusOr<json> Answer(int status, const std::string& body) {
 
 // The step of an exchange that failed, and how.
 struct Failure {
-  enum Step { kConnect, kWrite, kRead } step;
+  enum Step { kConnect, kHandshake, kWrite, kRead } step;
   ErrorCode error;
 };
 
@@ -176,8 +180,18 @@ Status FailureStatus(const Failure& failure, const ServerAddress& address) {
         return UnavailableError("cannot reach " + where +
                                 " (connection timed out); is `tarn server` running?");
       }
+      if (address.kind == ServerAddress::Kind::kUnix) {
+        std::string hint = "; is `tarn server` running?";
+        if (ec == asio::error::access_denied) hint = "; the socket's mode does not let you in";
+        return UnavailableError("cannot reach " + where + " (" + LowerFirst(ec.message()) + ")" +
+                                hint);
+      }
       return UnavailableError("cannot reach " + where + " (" + DescribeConnectFailure(address) +
                               "); is `tarn server` running?");
+    case Failure::kHandshake:
+      return UnavailableError("TLS handshake with " + where + " failed (" + ec.message() +
+                              "); --cacert or $TARN_CACERT names the CA that signed the "
+                              "server's certificate");
     case Failure::kWrite:
       return UnavailableError("lost the connection to " + where + " while sending the request");
     case Failure::kRead:
@@ -201,21 +215,37 @@ bool ClosedByPeer(const ErrorCode& ec) {
 }  // namespace
 
 std::string ServerAddress::ToString() const {
+  if (kind == Kind::kUnix) return "unix:" + path;
   std::string h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  return h + ":" + std::to_string(port);
+  return (tls ? "https://" : "") + h + ":" + std::to_string(port);
 }
 
 StatusOr<ServerAddress> ParseServerAddress(std::string_view text) {
   const std::string original(text);
   auto bad = [&original](const std::string& why) {
     return InvalidArgumentError("server address \"" + original + "\": " + why +
-                                " (use HOST:PORT or http://HOST:PORT)");
+                                " (use HOST:PORT, http://HOST:PORT, https://HOST:PORT or "
+                                "unix:PATH)");
   };
-  if (text.substr(0, 8) == "https://") return bad("https is not supported");
-  if (text.substr(0, 7) == "http://") text.remove_prefix(7);
+  ServerAddress address;
+  if (text.substr(0, 5) == "unix:") {
+    address.kind = ServerAddress::Kind::kUnix;
+    address.path = std::string(text.substr(5));
+    if (address.path.empty()) return bad("missing socket path");
+    if (address.path.size() >= sizeof(sockaddr_un::sun_path)) {
+      return bad("a socket path has at most " + std::to_string(sizeof(sockaddr_un::sun_path) - 1) +
+                 " bytes");
+    }
+    return address;
+  }
+  if (text.substr(0, 8) == "https://") {
+    address.tls = true;
+    text.remove_prefix(8);
+  } else if (text.substr(0, 7) == "http://") {
+    text.remove_prefix(7);
+  }
   if (!text.empty() && text.back() == '/') text.remove_suffix(1);
   if (text.find('/') != std::string_view::npos) return bad("a path is not allowed");
-  ServerAddress address;
   std::string_view port;
   if (!text.empty() && text.front() == '[') {
     size_t close = text.find(']');
@@ -278,6 +308,9 @@ std::string FormatHttpError(int status, std::string_view body) {
 // socket is closed, which ends the operation (Asio's blocking calls have no timeout, and
 // run_until() waits in epoll_wait() itself, with no timer to arm per operation). Sending
 // cannot raise SIGPIPE: on Linux Asio sends with MSG_NOSIGNAL.
+//
+// The socket is a generic stream socket, a TCP or a Unix-domain one as the address says;
+// for https a TLS stream over it is made anew for each connection.
 class ApiClient::Connection {
  public:
   explicit Connection(const Options& options) : options_(options), ioc_(1), socket_(ioc_) {
@@ -300,6 +333,10 @@ class ApiClient::Connection {
       const bool reused = socket_.is_open();
       if (!reused) {
         if (ErrorCode ec = Connect()) return Failure{Failure::kConnect, ec};
+        if (ErrorCode ec = Handshake()) {
+          Close();
+          return Failure{Failure::kHandshake, ec};
+        }
       }
       parser.emplace();
       // The API's lists have no size limit. Not boost::none: Beast 1.74 then refuses every
@@ -307,13 +344,15 @@ class ApiClient::Connection {
       parser->body_limit(std::numeric_limits<std::uint64_t>::max());
       SetDeadline(options_.read_timeout_ms);
       Failure failure{Failure::kWrite, Run([&](auto handler) {
-                        http::async_write(socket_, request, std::move(handler));
+                        OnStream([&](auto& s) { http::async_write(s, request, std::move(handler)); });
                       })};
       if (!failure.error) {
         failure.step = Failure::kRead;
         SetDeadline(read_timeout_ms);
         failure.error = Run([&](auto handler) {
-          http::async_read_header(socket_, buffer_, *parser, std::move(handler));
+          OnStream([&](auto& s) {
+            http::async_read_header(s, buffer_, *parser, std::move(handler));
+          });
         });
       }
       if (!failure.error) return std::nullopt;
@@ -330,37 +369,106 @@ class ApiClient::Connection {
   // The rest of the answer, within the deadline that is running.
   template <class Parser>
   ErrorCode Read(Parser& parser) {
-    return Run(
-        [&](auto handler) { http::async_read(socket_, buffer_, parser, std::move(handler)); });
+    return Run([&](auto handler) {
+      OnStream([&](auto& s) { http::async_read(s, buffer_, parser, std::move(handler)); });
+    });
   }
 
   // What arrives next of the answer (at least one byte of it), within a new deadline.
   template <class Parser>
   ErrorCode ReadSome(Parser& parser, int64_t timeout_ms) {
     SetDeadline(timeout_ms);
-    return Run(
-        [&](auto handler) { http::async_read_some(socket_, buffer_, parser, std::move(handler)); });
+    return Run([&](auto handler) {
+      OnStream([&](auto& s) { http::async_read_some(s, buffer_, parser, std::move(handler)); });
+    });
   }
 
   void Close() {
     ErrorCode ignored;
+    tls_.reset();
     socket_.close(ignored);
     buffer_.clear();
   }
 
  private:
+  // `op` on the stream requests go over: the TLS one where there is one, else the socket.
+  template <class Op>
+  void OnStream(Op op) {
+    if (tls_) {
+      op(*tls_);
+    } else {
+      op(socket_);
+    }
+  }
+
   ErrorCode Connect() {
+    const ServerAddress& address = options_.address;
+    SetDeadline(options_.connect_timeout_ms);
+    if (address.kind == ServerAddress::Kind::kUnix) {
+      return Run([&](auto handler) {
+        socket_.async_connect(
+            generic_stream::endpoint(asio::local::stream_protocol::endpoint(address.path)),
+            std::move(handler));
+      });
+    }
     // No AI_ADDRCONFIG (Asio's default): "::1" and "localhost" resolve on hosts without IPv6
     // routes too, as getaddrinfo() does for DescribeConnectFailure().
     ErrorCode ec;
     tcp::resolver resolver(ioc_);
-    auto endpoints = resolver.resolve(options_.address.host, std::to_string(options_.address.port),
+    auto endpoints = resolver.resolve(address.host, std::to_string(address.port),
                                       tcp::resolver::numeric_service, ec);
     if (ec) return ec;
+    // Each of the host's addresses in turn, within the one deadline.
+    for (const auto& entry : endpoints) {
+      ec = Run([&](auto handler) {
+        socket_.async_connect(generic_stream::endpoint(entry.endpoint()), std::move(handler));
+      });
+      if (!ec) {
+        socket_.set_option(tcp::no_delay(true), ec);
+        return ec;
+      }
+      ErrorCode ignored;
+      socket_.close(ignored);
+      if (ec == asio::error::timed_out) break;
+    }
+    return ec ? ec : asio::error::host_not_found;
+  }
+
+  // https: the server's certificate must chain to the CA file (or the system's CAs) and
+  // name the host.
+  ErrorCode Handshake() {
+    const ServerAddress& address = options_.address;
+    if (address.kind != ServerAddress::Kind::kTcp || !address.tls) return {};
+    if (!tls_context_) {
+      tls_context_.emplace(asio::ssl::context::tls_client);
+      ErrorCode ec;
+      tls_context_->set_options(asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                                    asio::ssl::context::no_tlsv1 |
+                                    asio::ssl::context::no_tlsv1_1,
+                                ec);
+      if (options_.ca_file.empty()) {
+        tls_context_->set_default_verify_paths(ec);
+      } else {
+        tls_context_->load_verify_file(options_.ca_file, ec);
+      }
+      if (ec) {
+        tls_context_.reset();
+        return ec;
+      }
+      tls_context_->set_verify_mode(asio::ssl::verify_peer);
+    }
+    tls_.emplace(socket_, *tls_context_);
+    tls_->set_verify_callback(asio::ssl::host_name_verification(address.host));
+    ErrorCode not_an_address;
+    asio::ip::make_address(address.host, not_an_address);
+    if (not_an_address) {
+      // A name: sent as SNI.
+      ::SSL_set_tlsext_host_name(tls_->native_handle(), address.host.c_str());
+    }
     SetDeadline(options_.connect_timeout_ms);
-    ec = Run([&](auto handler) { asio::async_connect(socket_, endpoints, std::move(handler)); });
-    if (!ec) socket_.set_option(tcp::no_delay(true), ec);
-    return ec;
+    return Run([&](auto handler) {
+      tls_->async_handshake(asio::ssl::stream_base::client, std::move(handler));
+    });
   }
 
   // A kept connection has nothing to read while idle; when it has, the server closed it (or
@@ -391,15 +499,19 @@ class ApiClient::Connection {
       ioc_.run();
     }
     if (result) return *result;
-    Close();
+    ErrorCode ignored;
+    socket_.close(ignored);
     ioc_.restart();
     ioc_.run();
+    Close();
     return asio::error::timed_out;
   }
 
   const Options& options_;
   asio::io_context ioc_;  // concurrency hint 1: only the caller's thread runs it
-  tcp::socket socket_;
+  generic_stream::socket socket_;
+  std::optional<asio::ssl::context> tls_context_;
+  std::optional<asio::ssl::stream<generic_stream::socket&>> tls_;
   beast::flat_buffer buffer_;  // bytes read past the parser's need, kept for the next read
   std::optional<std::chrono::steady_clock::time_point> deadline_;
 };
@@ -415,19 +527,35 @@ ApiClient::~ApiClient() = default;
 
 std::string ApiClient::Target(std::string_view path, const Query& query) const {
   std::string target(path);
-  target += "?user.name=" + UrlEncode(options_.user);
-  for (const auto& [key, value] : query) target += "&" + UrlEncode(key) + "=" + UrlEncode(value);
+  char separator = '?';
+  auto add = [&](std::string_view key, std::string_view value) {
+    target += separator;
+    target += UrlEncode(key) + "=" + UrlEncode(value);
+    separator = '&';
+  };
+  if (!options_.tenant.empty()) add("tenant", options_.tenant);
+  for (const auto& [key, value] : query) add(key, value);
   return target;
 }
 
 namespace {
 
 http::request<http::string_body> NewRequest(http::verb verb, const std::string& target,
-                                            const ServerAddress& address, const char* accept) {
+                                            const ApiClient::Options& options,
+                                            const char* accept) {
   http::request<http::string_body> request(verb, target, 11);
-  request.set(http::field::host, address.ToString());
+  const ServerAddress& address = options.address;
+  if (address.kind == ServerAddress::Kind::kUnix) {
+    request.set(http::field::host, "localhost");
+  } else {
+    const std::string& h = address.host;
+    request.set(http::field::host, (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" +
+                                       std::to_string(address.port));
+  }
   request.set(http::field::accept, accept);
   request.set(http::field::user_agent, "tarn");
+  if (!options.token.empty()) request.set(http::field::authorization, "Bearer " + options.token);
+  if (!options.act_as.empty()) request.set("Impersonate-User", options.act_as);
   return request;
 }
 
@@ -437,7 +565,7 @@ StatusOr<json> ApiClient::Call(Method method, const std::string& target, const j
   static constexpr http::verb kVerbs[] = {http::verb::get, http::verb::post, http::verb::put,
                                           http::verb::delete_};
   http::request<http::string_body> request =
-      NewRequest(kVerbs[static_cast<int>(method)], target, options_.address, "application/json");
+      NewRequest(kVerbs[static_cast<int>(method)], target, options_, "application/json");
   if (body != nullptr) {
     request.set(http::field::content_type, "application/json");
     request.body() = body->dump(-1, ' ', false, json::error_handler_t::replace);
@@ -474,7 +602,7 @@ StatusOr<json> ApiClient::Delete(std::string_view path) {
 Status ApiClient::Stream(std::string_view path, const Query& query,
                          const std::function<bool(std::string_view)>& sink, bool no_idle_timeout) {
   http::request<http::string_body> request =
-      NewRequest(http::verb::get, Target(path, query), options_.address, "*/*");
+      NewRequest(http::verb::get, Target(path, query), options_, "*/*");
   // Each wait for the next piece has its own deadline: a log may flow for long.
   const int64_t idle_timeout_ms = no_idle_timeout ? kNoTimeout : options_.read_timeout_ms;
   std::optional<http::response_parser<http::buffer_body>> parser;

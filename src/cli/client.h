@@ -1,5 +1,6 @@
-// The CLI's client of tarn's REST API (docs/api.md): finds the server, names the user on
-// every request, and turns every failure into one Status whose message is the line the CLI
+// The CLI's client of tarn's REST API (docs/api.md): talks to the server over its Unix socket
+// (the kernel tells the server who we are) or over TCP (plain on loopback, or TLS) with a
+// bearer token, names whom an admin acts for, and turns every failure into one Status whose message is the line the CLI
 // prints after "tarn: " (the server's diagnostics and the HTTP status, or why the server
 // could not be reached). Create() -> any number of calls; one ApiClient is used by one
 // thread at a time (it keeps an HTTP connection).
@@ -21,22 +22,27 @@ namespace tarn::cli {
 inline constexpr char kDefaultServerAddress[] = "127.0.0.1:8088";
 
 struct ServerAddress {
-  std::string host;
+  enum class Kind { kTcp, kUnix };
+  Kind kind = Kind::kTcp;
+  std::string host;  // kTcp
   int port = 8088;
+  bool tls = false;  // kTcp: https
+  std::string path;  // kUnix: the socket file
 
-  // "HOST:PORT" ("[::1]:8088" for an IPv6 address), as messages name the server.
+  // "HOST:PORT" ("[::1]:8088" for an IPv6 address), "https://HOST:PORT", "unix:PATH", as
+  // messages name the server.
   std::string ToString() const;
 };
 
-// Parses "HOST:PORT", "HOST" (port 8088) or "http://HOST:PORT[/]". https and paths are
-// refused with a message that says so.
+// Parses "HOST:PORT", "HOST" (port 8088), "http://HOST:PORT[/]", "https://HOST:PORT[/]" or
+// "unix:PATH". Paths after the port are refused with a message that says so.
 StatusOr<ServerAddress> ParseServerAddress(std::string_view text);
 
 // Percent-encodes everything but RFC 3986's unreserved characters (A-Z a-z 0-9 - . _ ~), for
 // a query value or a path segment.
 std::string UrlEncode(std::string_view text);
 
-// Query parameters besides user.name, in order.
+// Query parameters besides tenant, in order.
 using Query = std::vector<std::pair<std::string, std::string>>;
 
 // The one-line message of an error answer: the "diagnostics" of its JSON body (or the body
@@ -48,7 +54,10 @@ class ApiClient {
  public:
   struct Options {
     ServerAddress address;
-    std::string user;  // sent as user.name on every request
+    std::string token;    // sent as "Authorization: Bearer TOKEN" when not empty
+    std::string act_as;   // sent as "Impersonate-User" when not empty (admins only)
+    std::string ca_file;  // https: the CA that signed the server's certificate; empty: the system's
+    std::string tenant;   // sent as ?tenant= when not empty: whose assemblies are addressed
     // To connect (to any of the host's addresses).
     int64_t connect_timeout_ms = 10000;
     // To send a request, and for its whole answer (Stream(): for each piece of it).
@@ -84,7 +93,7 @@ class ApiClient {
   // The kept HTTP connection (Boost.Beast; defined in client.cc).
   class Connection;
 
-  // path?user.name=U&k=v...
+  // path?tenant=T&k=v...
   std::string Target(std::string_view path, const Query& query) const;
   // Sends one request (with a JSON body where `body` is not null) to `target`.
   StatusOr<nlohmann::json> Call(Method method, const std::string& target,

@@ -8,26 +8,36 @@
 
 namespace tarn::cli {
 
-std::unique_ptr<ApiClient> OpenClient(const ClientFlags& flags, int* exit_code) {
+std::unique_ptr<ApiClient> OpenClient(const ClientFlags& flags, int* exit_code, Acting* acting_out) {
+  *exit_code = 2;
   std::string addr = flags.addr;
   if (addr.empty()) {
     const char* env = std::getenv("TARN_ADDR");
-    addr = env != nullptr && *env != '\0' ? env : kDefaultServerAddress;
+    if (env != nullptr) addr = env;
+  }
+  ApiClient::Options options;
+  if (addr.empty()) {
+    addr = "unix:" + SocketPath(flags.socket);
   }
   auto address = ParseServerAddress(addr);
   if (!address.ok()) {
     std::cerr << "tarn: " << address.status().message() << "\n";
-    *exit_code = 2;
     return nullptr;
   }
-  std::optional<std::string> user = ActingUser(flags.user);
-  if (!user) {
-    *exit_code = 2;
-    return nullptr;
-  }
-  ApiClient::Options options;
   options.address = *address;
-  options.user = *user;
+  if (options.address.kind == ServerAddress::Kind::kTcp) {
+    options.token = BearerToken();
+    options.ca_file = flags.cacert;
+    if (options.ca_file.empty()) {
+      const char* env = std::getenv("TARN_CACERT");
+      if (env != nullptr) options.ca_file = env;
+    }
+  }
+  std::optional<Acting> acting = ResolveActing(flags.as, flags.user);
+  if (!acting) return nullptr;
+  options.act_as = acting->as;
+  if (acting_out != nullptr) *acting_out = *acting;
+  options.tenant = flags.tenant;
   *exit_code = 0;
   return ApiClient::Create(options);
 }

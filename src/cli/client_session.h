@@ -7,14 +7,16 @@
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "cli/identity.h"
 #include "common/status.h"
 
 namespace tarn::cli {
 
-// The client for --addr / $TARN_ADDR / 127.0.0.1:8088 acting as --user / $TARN_USER / the
-// account. On a bad address or an unknown account prints why and returns null with
-// *exit_code = 2.
-std::unique_ptr<ApiClient> OpenClient(const ClientFlags& flags, int* exit_code);
+// The client for --addr / $TARN_ADDR (with the bearer token), else the Unix socket, acting as
+// identity.h's ResolveActing says (which it sets in *acting when given). On a bad address or
+// an account without a name prints why and returns null with *exit_code = 2.
+std::unique_ptr<ApiClient> OpenClient(const ClientFlags& flags, int* exit_code,
+                                      Acting* acting = nullptr);
 
 // Prints "tarn: <message>" on stderr; returns 1.
 int PrintError(const Status& status);

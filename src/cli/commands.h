@@ -20,9 +20,15 @@ int RunExplain(const std::string& file, const std::string& output, const Assembl
 // The client verbs talk to `tarn server` (docs/api.md). Each prints a server error or an
 // unreachable server as one line "tarn: ..." on stderr and returns 1; a bad --addr or an
 // unknown account is a usage error (2).
+// The client verbs talk to tarn's Unix socket unless --addr/$TARN_ADDR names a TCP address
+// (then with a bearer token: cli/identity.h).
 struct ClientFlags {
-  std::string addr;             // empty: $TARN_ADDR, else 127.0.0.1:8088
-  std::string user;             // empty: $TARN_USER, else the account
+  std::string addr;             // empty: $TARN_ADDR, else the Unix socket
+  std::string socket;           // empty: $TARN_SOCKET, else the default (identity.h)
+  std::string cacert;           // https: the CA file; empty: $TARN_CACERT, else the system's
+  std::string as;               // act as this tenant (admins)
+  std::string user;             // root: the same as `as`; others: ignored with a warning
+  std::string tenant;           // address this tenant's assemblies (operators); "*": all
   std::string output = "text";  // "text" (aligned tables) or "json" (the API's JSON)
 };
 
@@ -76,5 +82,19 @@ int RunLogs(const LogsFlags& logs, const ClientFlags& flags);
 int RunNodes(const ClientFlags& flags);
 int RunQueues(const ClientFlags& flags);
 int RunEvents(const std::string& name, const ClientFlags& flags);
+
+// `tarn whoami`, `tarn token create|list|revoke`, `tarn audit` (auth_commands.cc).
+int RunWhoami(const ClientFlags& flags);
+struct TokenFlags {
+  std::string name;  // create: empty lets the server choose; revoke: required
+  std::string ttl;   // create: "30d", "12h", "90m", "3600" (seconds); empty: never expires
+  std::string role;  // create: empty is the caller's own role
+  bool save = false;  // create: also write it to the token file
+};
+int RunTokenCreate(const TokenFlags& token, const ClientFlags& flags);
+int RunTokenList(const ClientFlags& flags);
+int RunTokenRevoke(const TokenFlags& token, const ClientFlags& flags);
+// `since`: RFC 3339, milliseconds since the epoch, or an age ("10m", "2h", "1d").
+int RunAudit(const std::string& since, int64_t limit, const ClientFlags& flags);
 
 }  // namespace tarn::cli

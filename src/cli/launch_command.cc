@@ -153,16 +153,16 @@ int PrepareLaunch(const std::string& file, const std::string& user_label, const 
 }
 
 int RunLaunch(const LaunchFlags& launch, const ClientFlags& flags) {
-  std::optional<std::string> user = ActingUser(flags.user);
-  if (!user) return 2;
+  int exit_code = 0;
+  Acting acting;
+  auto client = OpenClient(flags, &exit_code, &acting);  // connects on the first request
+  if (!client) return exit_code;
+  // Validated here as the server will (for the tenant it names from the caller's account).
   PreparedLaunch prepared;
-  if (int rc = PrepareLaunch(launch.file, UserToDnsLabel(*user), launch.domain, &prepared);
+  if (int rc = PrepareLaunch(launch.file, UserToDnsLabel(acting.name), launch.domain, &prepared);
       rc != 0) {
     return rc;
   }
-  int exit_code = 0;
-  auto client = OpenClient(flags, &exit_code);
-  if (!client) return exit_code;
   auto answer = client->Post("/app/v1/services", prepared.body);
   if (!answer.ok()) return PrintError(answer.status());
   const std::string& name = prepared.name;

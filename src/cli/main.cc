@@ -10,7 +10,7 @@ namespace {
 
 constexpr char kCommands[] =
     "validate, explain, launch, list, status, flex, stop, start, destroy, logs, nodes, queues, "
-    "events, server, run";
+    "events, whoami, token, audit, server, run";
 
 }  // namespace
 
@@ -49,10 +49,22 @@ int main(int argc, char** argv) {
   tarn::cli::ClientFlags client;
   auto add_client_flags = [&client](CLI::App* cmd, bool prints_json) {
     cmd->add_option("--addr", client.addr,
-                    "the server, HOST:PORT or http://HOST:PORT (default: $TARN_ADDR, else "
-                    "127.0.0.1:8088)");
+                    "the server over TCP, HOST:PORT, http:// or https://HOST:PORT, with a bearer "
+                    "token ($TARN_TOKEN, else ~/.config/tarn/token); or unix:PATH (default: "
+                    "$TARN_ADDR, else tarn's Unix socket)");
+    cmd->add_option("--socket", client.socket,
+                    "tarn's Unix socket (default: $TARN_SOCKET, else /run/tarn/tarn.sock, or "
+                    "your own server's)");
+    cmd->add_option("--cacert", client.cacert,
+                    "https: the CA certificates to verify the server with (default: "
+                    "$TARN_CACERT, else the system's)");
+    cmd->add_option("--as", client.as, "act as this tenant (admins only; audited)");
     cmd->add_option("--user", client.user,
-                    "act as this user (default: $TARN_USER, else the account you run as)");
+                    "root: the same as --as (default: $TARN_USER); others act as their own "
+                    "account and --user is ignored");
+    cmd->add_option("--tenant", client.tenant,
+                    "the tenant whose assemblies to address (operators, queue administrators); "
+                    "list: * for every tenant's");
     if (prints_json) {
       cmd->add_option("-o,--output", client.output, "text or json (the API's JSON)")
           ->check(CLI::IsMember({"text", "json"}))
@@ -123,11 +135,49 @@ int main(int argc, char** argv) {
   events->add_option("NAME", name, "assembly name")->required();
   add_client_flags(events, true);
 
+  CLI::App* whoami =
+      app.add_subcommand("whoami", "show who the server takes you for: tenant, uid, role");
+  add_client_flags(whoami, true);
+
+  tarn::cli::TokenFlags token_flags;
+  CLI::App* token = app.add_subcommand("token", "bearer tokens for the TCP API");
+  token->require_subcommand(1);
+  CLI::App* token_create =
+      token->add_subcommand("create", "make a token; it is printed once, on stdout");
+  token_create->add_option("--name", token_flags.name, "its name (default: token-N)");
+  token_create->add_option("--ttl", token_flags.ttl,
+                           "lifetime: 30d, 12h, 90m or seconds (default: none)");
+  token_create->add_option("--role", token_flags.role, "user, operator or admin (at most yours)")
+      ->check(CLI::IsMember({"user", "operator", "admin"}));
+  token_create->add_flag("--save", token_flags.save,
+                         "also write it to ~/.config/tarn/token (mode 0600) for the CLI to send");
+  add_client_flags(token_create, true);
+  CLI::App* token_list = token->add_subcommand("list", "list your tokens (never their secrets)");
+  add_client_flags(token_list, true);
+  CLI::App* token_revoke = token->add_subcommand("revoke", "revoke a token by name");
+  token_revoke->add_option("NAME", token_flags.name, "the token's name")->required();
+  add_client_flags(token_revoke, true);
+
+  std::string audit_since;
+  int64_t audit_limit = 0;
+  CLI::App* audit = app.add_subcommand("audit", "print the audit log, one JSON event a line (admins)");
+  audit->add_option("--since", audit_since,
+                    "from this time (RFC 3339 or ms since the epoch) or age (10m, 2h, 1d)");
+  audit->add_option("--limit", audit_limit, "at most the newest N events (default 1000)")
+      ->check(CLI::PositiveNumber);
+  add_client_flags(audit, true);
+
   // The daemon.
   tarn::api::ServerFlags server_flags;
   CLI::App* server = app.add_subcommand("server", "run the tarn server in the foreground");
-  server->add_option("--listen", server_flags.listen, "HOST:PORT to serve the REST API on")
+  server
+      ->add_option("--listen", server_flags.listen,
+                   "HOST:PORT to serve the REST API on over TCP (bearer tokens; beyond loopback "
+                   "only with the config's tls), \"\" for none")
       ->capture_default_str();
+  server->add_option("--socket", server_flags.socket,
+                     "the Unix socket for local clients, who are who the kernel says (default: "
+                     "/run/tarn/tarn.sock as root, else STATE_DIR/tarn.sock)");
   server->add_option("--state-dir", server_flags.state_dir,
                      "where assemblies are kept (default: /var/lib/tarn as root, else "
                      "~/.local/state/tarn)");
@@ -156,11 +206,12 @@ int main(int argc, char** argv) {
   run->add_option("--fake-gpus", run_flags.fake_gpus, "pretend the node has N GPUs")
       ->check(CLI::NonNegativeNumber);
   run->add_option("--user", run_flags.user,
-                  "act as this user (default: $TARN_USER, else the account you run as)");
+                  "root: act as this tenant (default: $TARN_USER); others act as themselves");
 
   const std::set<std::string> known = {"validate", "explain", "launch", "list",    "status",
                                        "flex",     "stop",    "start",  "destroy", "logs",
-                                       "nodes",    "queues",  "events", "server",  "run"};
+                                       "nodes",    "queues",  "events", "server",  "run",
+                                       "whoami",   "token",   "audit"};
   const std::string first = argc > 1 ? argv[1] : "";
   if (!first.empty() && first[0] != '-' && known.count(first) == 0) {
     std::cerr << "tarn: unknown command \"" << first << "\" (commands: " << kCommands
@@ -193,6 +244,11 @@ int main(int argc, char** argv) {
   if (*nodes) return RunNodes(client);
   if (*queues) return RunQueues(client);
   if (*events) return RunEvents(name, client);
+  if (*whoami) return RunWhoami(client);
+  if (*token_create) return RunTokenCreate(token_flags, client);
+  if (*token_list) return RunTokenList(client);
+  if (*token_revoke) return RunTokenRevoke(token_flags, client);
+  if (*audit) return RunAudit(audit_since, audit_limit, client);
   if (*server) return tarn::api::RunServerCommand(server_flags);
   if (*run) return tarn::cli::RunForeground(run_flags);
   return 2;

@@ -73,9 +73,9 @@ class LogTail {
 }  // namespace
 
 int RunForeground(const RunFlags& run) {
-  std::optional<std::string> user = ActingUser(run.user);
-  if (!user) return 2;
-  const std::string label = UserToDnsLabel(*user);
+  std::optional<Acting> acting = ResolveActing("", run.user);
+  if (!acting) return 2;
+  const std::string label = UserToDnsLabel(acting->name);
   PreparedLaunch prepared;
   if (int rc = PrepareLaunch(run.file, label, "tarn", &prepared); rc != 0) return rc;
 
@@ -100,7 +100,8 @@ int RunForeground(const RunFlags& run) {
   ::sigaction(SIGTERM, &sa, nullptr);
 
   api::ServerFlags sf;
-  sf.listen = "127.0.0.1:0";
+  sf.listen = "";  // the private server answers on its own socket alone
+  sf.socket = state_dir + "/tarn.sock";
   sf.state_dir = state_dir;
   sf.fake_gpus = run.fake_gpus;
   sf.config = run.config;
@@ -111,12 +112,12 @@ int RunForeground(const RunFlags& run) {
     if (temporary) std::filesystem::remove_all(state_dir);
     return 1;
   }
-  std::cout << "tarn run: embedded server on http://" << (*daemon)->address() << ", DNS on "
+  std::cout << "tarn run: embedded server on unix:" << (*daemon)->socket_path() << ", DNS on "
             << (*daemon)->dns_address() << ", state in " << state_dir << std::endl;
 
   ApiClient::Options co;
-  co.address = *ParseServerAddress((*daemon)->address());
-  co.user = label;
+  co.address = *ParseServerAddress("unix:" + (*daemon)->socket_path());
+  co.act_as = acting->as;
   auto client = ApiClient::Create(co);
   const std::string path = "/app/v1/services/" + UrlEncode(prepared.name);
   int exit_code = 0;
