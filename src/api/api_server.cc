@@ -10,10 +10,14 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
+#include "api/access.h"
 #include "api/json_views.h"
+#include "auth/audit_log.h"
+#include "auth/token.h"
 #include "common/dns_name.h"
 #include "common/number.h"
 #include "spec/parser.h"
@@ -31,6 +35,7 @@ struct ApiRequest {
   std::multimap<std::string, std::string> params;
   std::vector<std::string> matches;  // [0]: the whole path
   std::string body;
+  const auth::Caller* caller = nullptr;  // set for every route but the open ones
 
   bool has_param(const std::string& key) const { return params.count(key) > 0; }
   std::string get_param_value(const std::string& key) const {
@@ -45,6 +50,10 @@ struct ApiResponse {
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
   std::shared_ptr<http::BodyStream> stream;  // a chunked body instead of `body`
+  // For the audit log: what the request named ("alice/fmnist"), and why it was denied when it
+  // was (a 404 that hides another tenant's assembly is a denial too).
+  std::string audit_object;
+  std::string denied;
 
   void set_content(std::string text, std::string type) {
     body = std::move(text);
@@ -111,23 +120,34 @@ void Error(ApiResponse& res, int status, const std::string& diagnostics) {
 
 void Error(ApiResponse& res, const Status& s) { Error(res, HttpStatus(s), s.message()); }
 
-// The caller, from ?user.name= (Hadoop's simple auth), as a DNS label; replies and returns
-// false when it is missing or unusable.
-bool User(const ApiRequest& req, ApiResponse& res, std::string* user) {
-  if (!req.has_param("user.name") || req.get_param_value("user.name").empty()) {
-    Error(res, 401,
-          "no user: add ?user.name=NAME to the request (Hadoop simple authentication); "
-          "the tarn CLI sends it for you");
-    return false;
+// The tenant whose assemblies the request addresses: ?tenant=, else the caller's own.
+std::string OwnerOf(const ApiRequest& req) {
+  std::string t = req.get_param_value("tenant");
+  return t.empty() ? req.caller->who.tenant : t;
+}
+
+// Whether the caller may read and drive assembly `name` of the addressed tenant (access.h);
+// sets *owner. Otherwise answers 404, exactly as for an assembly that does not exist, and
+// records the denial.
+bool Addressed(const ApiRequest& req, ApiResponse& res, const ServiceLoop& loop,
+               const std::string& name, std::string* owner) {
+  *owner = OwnerOf(req);
+  res.audit_object = *owner + "/" + name;
+  if (*owner == req.caller->who.tenant || req.caller->who.role >= auth::Role::kOperator) {
+    return true;
   }
-  *user = UserToDnsLabel(req.get_param_value("user.name"));
-  if (!IsDnsLabel(*user)) {
-    Error(res, 400,
-          "user.name: \"" + req.get_param_value("user.name") +
-              "\" does not map to a DNS label (letters, digits and '-', at most 63)");
-    return false;
+  const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
+  const AssemblyView* view = snapshot->Find(*owner, name);
+  if (view != nullptr && MayAccess(*req.caller, *owner, view->status().queue, snapshot->queues)) {
+    return true;
   }
-  return true;
+  res.denied = "tenant " + *owner +
+               "'s assembly: the caller is not its owner, an operator or an administrator of "
+               "its queue";
+  res.status = 404;
+  res.set_content(json{{"diagnostics", service::AssemblyNotFoundError(name).message()}}.dump(),
+                  "application/json");
+  return false;
 }
 
 bool ParseBody(const ApiRequest& req, ApiResponse& res, json* body) {
@@ -226,10 +246,12 @@ class ApiServer::Routes {
     std::vector<std::string> segments;  // "" stands for ([^/]+)
     Handler handler;
     Runs runs;
+    bool open = false;  // answered without credentials (health, metrics, the API's description)
   };
 
-  void Add(std::string method, const std::string& pattern, Handler handler, Runs runs) {
-    Route r{std::move(method), {}, std::move(handler), runs};
+  void Add(std::string method, const std::string& pattern, Handler handler, Runs runs,
+           bool open = false) {
+    Route r{std::move(method), {}, std::move(handler), runs, open};
     std::string marked = pattern;  // ([^/]+) holds a '/': mark it before splitting at '/'
     for (size_t g = marked.find(kSegment); g != std::string::npos; g = marked.find(kSegment, g)) {
       marked.replace(g, kSegment.size(), "\x01");
@@ -342,45 +364,84 @@ ApiServer::ApiServer(Options options)
 
 ApiServer::~ApiServer() { Shutdown(); }
 
-StatusOr<int> ApiServer::Start(const std::string& host, int port) {
-  http::Server::Options o = options_.http;
-  o.listen.host = host;
-  o.listen.port = port;
-  o.server_header = "tarn";
-  o.render_error = [](int status, const std::string& message) {
-    return http::Response(status, "application/json", json{{"diagnostics", message}}.dump());
-  };
-  auto server = http::Server::Create(std::move(o), [this](http::Request r, http::Responder done) {
-    Handle(std::move(r), std::move(done));
-  });
-  if (!server.ok()) return server.status();
-  http_ = std::move(server).value();
+StatusOr<std::vector<int>> ApiServer::Start(const std::vector<http::Listener>& listeners) {
+  std::vector<int> ports;
+  for (const http::Listener& listener : listeners) {
+    http::Server::Options o = options_.http;
+    o.listen = listener;
+    o.server_header = "tarn";
+    o.render_error = [](int status, const std::string& message) {
+      return http::Response(status, "application/json", json{{"diagnostics", message}}.dump());
+    };
+    auto server = http::Server::Create(std::move(o), [this](http::Request r, http::Responder done) {
+      Handle(std::move(r), std::move(done));
+    });
+    if (!server.ok()) {
+      http_.clear();
+      return server.status();
+    }
+    ports.push_back((*server)->port());
+    http_.push_back(std::move(server).value());
+  }
   pool_ = std::make_unique<Pool>(options_.blocking_threads);
-  http_->Start();
-  return http_->port();
+  for (auto& server : http_) server->Start();
+  return ports;
 }
 
 void ApiServer::Shutdown() {
-  if (!http_) return;
-  // Streams end at their next poll; commands in the pool finish (the loop still runs).
-  http_->Drain(std::chrono::seconds(5));
+  if (http_.empty()) return;
+  // Streams end at their next poll; commands in the pool finish (the loop still runs). The
+  // listeners drain side by side: each waits for its own connections.
+  std::vector<std::thread> drains;
+  for (auto& server : http_) {
+    drains.emplace_back([s = server.get()] { s->Drain(std::chrono::seconds(5)); });
+  }
+  for (std::thread& t : drains) t.join();
   pool_->pool.join();
-  http_.reset();
+  http_.clear();
   pool_.reset();
 }
 
+namespace {
+
+// A TCP peer on 127.0.0.0/8 or ::1 ("127.0.0.1:40312", "[::1]:40312").
+bool IsLoopbackPeer(std::string_view peer) {
+  return peer.rfind("127.", 0) == 0 || peer.rfind("[::1]:", 0) == 0 ||
+         peer.rfind("[::ffff:127.", 0) == 0;
+}
+
+}  // namespace
+
 void ApiServer::Handle(http::Request request, http::Responder respond) {
   const auto t0 = std::chrono::steady_clock::now();
-  auto finish = [this, t0, method = request.method,
-                 respond = std::move(respond)](ApiResponse res) {
+  // What says who is asking, taken before the request is parsed (and its strings moved).
+  auth::Credentials credentials;
+  if (request.credentials) {
+    credentials.unix_socket = true;
+    credentials.uid = request.credentials->uid;
+    credentials.pid = request.credentials->pid;
+  }
+  const std::string authorization = std::move(request.authorization);
+  const std::string impersonate = std::move(request.impersonate_user);
+  credentials.authorization = authorization;
+  credentials.impersonate = impersonate;
+  credentials.peer = request.peer;
+  credentials.loopback = !request.credentials && IsLoopbackPeer(request.peer);
+
+  ApiRequest req = ParseRequest(std::move(request));
+  std::shared_ptr<const auth::Caller> caller;
+  // Runs where the answer is made: on this thread, or later on the pool's.
+  auto finish = [this, t0, method = req.method, path = req.path, peer = credentials.peer,
+                 respond = std::move(respond)](ApiResponse res, const auth::Caller* who,
+                                               auth::AuthFailure failure) {
     CountRequest(method, res.status,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    Audit(method, path, peer, who, failure, res.status, res.audit_object, res.denied);
     http::Response out(res.status, std::move(res.content_type), std::move(res.body));
     out.headers = std::move(res.headers);
     out.stream = std::move(res.stream);
     respond(std::move(out));
   };
-  ApiRequest req = ParseRequest(std::move(request));
   std::string allowed;
   const Routes::Route* route = routes_->Find(req.method, req.path, &req.matches, &allowed);
   if (route == nullptr) {
@@ -392,9 +453,30 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
     } else {
       Error(res, 404, "no such path: " + req.method + " " + req.path + " (see docs/api.md)");
     }
-    return finish(std::move(res));
+    return finish(std::move(res), nullptr, auth::AuthFailure::kNone);
   }
-  auto run = [route, req = std::move(req), finish = std::move(finish)]() mutable {
+  if (!route->open) {
+    auto simple = req.params.find("user.name");
+    if (simple != req.params.end()) credentials.simple_user = &simple->second;
+    auth::AuthFailure failure = auth::AuthFailure::kNone;
+    StatusOr<auth::Caller> who = options_.authenticator->Authenticate(credentials, &failure);
+    if (!who.ok()) {
+      ApiResponse res;
+      const bool unauthenticated = who.status().code() == StatusCode::kUnauthenticated;
+      json body = {{"diagnostics", who.status().message()}};
+      if (unauthenticated) {
+        body["reason"] = std::string(auth::AuthFailureName(failure));
+        res.set_header("WWW-Authenticate", "Bearer realm=\"tarn\"");
+      }
+      Reply(res, unauthenticated ? 401 : 403, body);
+      res.denied = who.status().message();
+      return finish(std::move(res), nullptr, failure);
+    }
+    caller = std::make_shared<const auth::Caller>(std::move(who).value());
+    req.caller = caller.get();
+  }
+  auto run = [route, req = std::move(req), caller = std::move(caller),
+              finish = std::move(finish)]() mutable {
     ApiResponse res;
     try {
       route->handler(req, res);
@@ -402,10 +484,34 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
       res = ApiResponse();
       Error(res, 500, std::string("internal error: ") + e.what());
     }
-    finish(std::move(res));
+    finish(std::move(res), caller.get(), auth::AuthFailure::kNone);
   };
   if (route->runs == Routes::Runs::kInline) return run();
   boost::asio::post(pool_->pool, std::move(run));
+}
+
+void ApiServer::Audit(const std::string& method, const std::string& path,
+                      const std::string& source, const auth::Caller* caller,
+                      auth::AuthFailure failure, int status, const std::string& object,
+                      const std::string& denied) {
+  if (options_.audit == nullptr) return;
+  // State-changing requests, denied ones, and whatever an admin does acting as someone else.
+  const bool reads = method == "GET" || method == "HEAD";
+  if (reads && denied.empty() && status != 401 && status != 403 &&
+      (caller == nullptr || !caller->actor)) {
+    return;
+  }
+  AuditFacts facts;
+  facts.caller = caller;
+  facts.failure = failure;
+  facts.source = source;
+  facts.method = method;
+  facts.path = path;
+  facts.object = object;
+  facts.status = status;
+  facts.denied = denied;
+  if (facts.denied.empty() && (status == 401 || status == 403)) facts.denied = "refused";
+  options_.audit->Record(AuditEvent(facts));
 }
 
 void ApiServer::CountRequest(const std::string& method, int status, double seconds) {
@@ -449,14 +555,20 @@ std::string ApiServer::Metrics() const {
     out += buf;
     out += "tarn_http_request_duration_seconds_count " + std::to_string(latency_count_) + "\n";
   }
-  if (http_) {
+  if (!http_.empty()) {
+    size_t open = 0;
+    uint64_t refused = 0;
+    for (const auto& server : http_) {
+      open += server->open_connections();
+      refused += server->refused_connections();
+    }
     out += "# HELP tarn_http_open_connections Connections to the API open now.\n";
     out += "# TYPE tarn_http_open_connections gauge\ntarn_http_open_connections " +
-           std::to_string(http_->open_connections()) + "\n";
+           std::to_string(open) + "\n";
     out += "# HELP tarn_http_refused_connections_total Connections refused at the cap.\n";
     out += "# TYPE tarn_http_refused_connections_total counter\n"
            "tarn_http_refused_connections_total " +
-           std::to_string(http_->refused_connections()) + "\n";
+           std::to_string(refused) + "\n";
   }
   std::map<std::string, int64_t> assemblies, instances;
   int64_t restarts = 0;
@@ -502,6 +614,10 @@ void ApiServer::Register() {
     void Get(const std::string& p, Routes::Handler f, Routes::Runs runs = Routes::Runs::kInline) {
       routes.Add("GET", p, std::move(f), runs);
     }
+    // A GET anyone may make, without credentials.
+    void OpenGet(const std::string& p, Routes::Handler f) {
+      routes.Add("GET", p, std::move(f), Routes::Runs::kInline, /*open=*/true);
+    }
     void Post(const std::string& p, Routes::Handler f) {
       routes.Add("POST", p, std::move(f), Routes::Runs::kPool);
     }
@@ -517,22 +633,27 @@ void ApiServer::Register() {
   const Clock& clock = *options_.clock;
   const std::string domain = options_.domain;
 
-  h.Get("/healthz", [](const ApiRequest&, ApiResponse& res) {
+  h.OpenGet("/healthz", [](const ApiRequest&, ApiResponse& res) {
     res.set_content("ok\n", "text/plain");
   });
-  h.Get("/metrics", [this](const ApiRequest&, ApiResponse& res) {
+  h.OpenGet("/metrics", [this](const ApiRequest&, ApiResponse& res) {
     res.set_content(Metrics(), "text/plain; version=0.0.4");
   });
-  h.Get("/tarn/v1/openapi.yaml", [this](const ApiRequest&, ApiResponse& res) {
+  h.OpenGet("/tarn/v1/openapi.yaml", [this](const ApiRequest&, ApiResponse& res) {
     res.set_content(options_.openapi_yaml, "application/yaml");
   });
-  h.Get("/app/v1/services/version", [this](const ApiRequest&, ApiResponse& res) {
+  h.OpenGet("/app/v1/services/version", [this](const ApiRequest&, ApiResponse& res) {
     Reply(res, 200, json{{"tarn_version", options_.version}, {"api", "v1"}});
   });
 
   h.Post("/app/v1/services", [&loop, domain](const ApiRequest& req, ApiResponse& res) {
-    std::string user;
-    if (!User(req, res, &user)) return;
+    const std::string user = req.caller->who.tenant;
+    if (OwnerOf(req) != user) {
+      res.denied = "launch for tenant " + OwnerOf(req);
+      return Error(res, 403,
+                   "tenant: launching for another tenant needs acting as it (tarn --as, "
+                   "admins only)");
+    }
     json body;
     if (!ParseBody(req, res, &body)) return;
     spec::ParseOptions po;
@@ -549,6 +670,12 @@ void ApiServer::Register() {
       Error(res, 400, msg);
       return;
     }
+    res.audit_object = user + "/" + parsed.assembly->name;
+    if (Status allowed = MaySubmit(*req.caller, parsed.assembly->queue, loop.Snapshot()->queues);
+        !allowed.ok()) {
+      res.denied = allowed.message();
+      return Error(res, allowed);
+    }
     Status st;
     bool ran =
         loop.Call([&](service::Manager& m) { st = m.Launch(user, *parsed.assembly, body.dump()); });
@@ -564,23 +691,28 @@ void ApiServer::Register() {
   });
 
   h.Get("/app/v1/services", [&loop, &clock](const ApiRequest& req, ApiResponse& res) {
-    std::string user;
-    if (!User(req, res, &user)) return;
+    // ?tenant=NAME: that tenant's assemblies; ?tenant=*: every tenant's; in both, only those
+    // the caller may read.
+    const std::string tenant = OwnerOf(req);
     const int64_t now = clock.WallMillis();
     // Held for the loop: a range-for over loop.Snapshot()->assemblies would free the
     // snapshot under it as soon as a newer one is published.
     const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
     json out = json::array();
     for (const auto& view : snapshot->assemblies) {
-      if (view->status().user == user) out.push_back(ServiceSummaryJson(view->Status(now)));
+      const service::AssemblyStatus& a = view->status();
+      if ((tenant == "*" || a.user == tenant) &&
+          MayAccess(*req.caller, a.user, a.queue, snapshot->queues)) {
+        out.push_back(ServiceSummaryJson(view->Status(now)));
+      }
     }
     Reply(res, 200, out);
   });
 
   h.Get(R"(/app/v1/services/([^/]+))", [&loop, &clock](const ApiRequest& req, ApiResponse& res) {
     std::string user;
-    if (!User(req, res, &user)) return;
     const std::string name = req.matches[1];
+    if (!Addressed(req, res, loop, name, &user)) return;
     const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
     const AssemblyView* view = snapshot->Find(user, name);
     if (view == nullptr) return Error(res, service::AssemblyNotFoundError(name));
@@ -590,8 +722,8 @@ void ApiServer::Register() {
   h.Put(
       R"(/app/v1/services/([^/]+))", [&loop](const ApiRequest& req, ApiResponse& res) {
         std::string user;
-        if (!User(req, res, &user)) return;
         const std::string name = req.matches[1];
+        if (!Addressed(req, res, loop, name, &user)) return;
         json body;
         if (!ParseBody(req, res, &body)) return;
         if (!OnlyFields(body, {"state", "lifetime", "name"}, res)) return;
@@ -640,9 +772,9 @@ void ApiServer::Register() {
   h.Put(R"(/app/v1/services/([^/]+)/components/([^/]+))", [&loop](const ApiRequest& req,
                                                                   ApiResponse& res) {
     std::string user;
-    if (!User(req, res, &user)) return;
     const std::string name = req.matches[1];
     const std::string comp = req.matches[2];
+    if (!Addressed(req, res, loop, name, &user)) return;
     json body;
     if (!ParseBody(req, res, &body)) return;
     if (!OnlyFields(body, {"number_of_containers", "name"}, res)) return;
@@ -673,8 +805,8 @@ void ApiServer::Register() {
   h.Delete(R"(/app/v1/services/([^/]+))",
            [&loop](const ApiRequest& req, ApiResponse& res) {
              std::string user;
-             if (!User(req, res, &user)) return;
              const std::string name = req.matches[1];
+             if (!Addressed(req, res, loop, name, &user)) return;
              Status st;
              if (!loop.Call([&](service::Manager& m) { st = m.Destroy(user, name); })) {
                return Error(res, 503, "tarn server is shutting down");
@@ -683,22 +815,18 @@ void ApiServer::Register() {
              Reply(res, 200, json{{"diagnostics", "Successfully destroyed service " + name}});
            });
 
-  h.Get("/tarn/v1/nodes", [&loop](const ApiRequest& req, ApiResponse& res) {
-    std::string user;
-    if (!User(req, res, &user)) return;
+  h.Get("/tarn/v1/nodes", [&loop](const ApiRequest&, ApiResponse& res) {
     Reply(res, 200, NodesJson(loop.Snapshot()->nodes));
   });
 
-  h.Get("/tarn/v1/queues", [&loop](const ApiRequest& req, ApiResponse& res) {
-    std::string user;
-    if (!User(req, res, &user)) return;
+  h.Get("/tarn/v1/queues", [&loop](const ApiRequest&, ApiResponse& res) {
     Reply(res, 200, QueuesJson(loop.Snapshot()->queues));
   });
 
   h.Get(R"(/tarn/v1/services/([^/]+)/events)", [&loop](const ApiRequest& req, ApiResponse& res) {
     std::string user;
-    if (!User(req, res, &user)) return;
     const std::string name = req.matches[1];
+    if (!Addressed(req, res, loop, name, &user)) return;
     const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
     const AssemblyView* view = snapshot->Find(user, name);
     if (view == nullptr) return Error(res, service::AssemblyNotFoundError(name));
@@ -709,9 +837,9 @@ void ApiServer::Register() {
       R"(/tarn/v1/services/([^/]+)/instances/([^/]+)/logs)",
       [&loop](const ApiRequest& req, ApiResponse& res) {
         std::string user;
-        if (!User(req, res, &user)) return;
         const std::string name = req.matches[1];
         const std::string instance = req.matches[2];
+        if (!Addressed(req, res, loop, name, &user)) return;
         std::string stream = req.has_param("stream") ? req.get_param_value("stream") : "stdout";
         if (stream != "stdout" && stream != "stderr") {
           return Error(res, 400, "stream: expected stdout or stderr, got \"" + stream + "\"");
@@ -753,6 +881,159 @@ void ApiServer::Register() {
         res.content_type = "text/plain";
         res.stream = std::make_shared<LogStream>(loop, path, offset, follow, user, name, instance,
                                                  container);
+      },
+      Routes::Runs::kPool);
+
+  // ---- Who is asking: the caller itself, its tokens, the audit log (admins) ----
+
+  h.Get("/tarn/v1/whoami", [](const ApiRequest& req, ApiResponse& res) {
+    const auth::Caller& c = *req.caller;
+    json out = IdentityJson(c.who);
+    out["groups"] = c.who.groups;
+    out["authenticated_by"] = std::string(auth::AuthMethodName(c.method));
+    if (c.method == auth::AuthMethod::kToken) out["token"] = c.token_name;
+    if (c.actor) out["impersonated_by"] = IdentityJson(*c.actor);
+    Reply(res, 200, out);
+  });
+
+  auth::AuthStore* tokens = options_.auth_store;
+  const Clock* wall = options_.clock;
+  h.Post("/tarn/v1/tokens", [tokens, wall](const ApiRequest& req, ApiResponse& res) {
+    const auth::Caller& c = *req.caller;
+    if (OwnerOf(req) != c.who.tenant) {
+      res.denied = "a token for tenant " + OwnerOf(req);
+      return Error(res, 403,
+                   "tenant: a token of another tenant is made acting as it (tarn token create "
+                   "--as NAME, admins only)");
+    }
+    json body;
+    if (!ParseBody(req, res, &body)) return;
+    if (!OnlyFields(body, {"name", "role", "ttl_seconds"}, res)) return;
+    auth::Role role = c.who.role;
+    if (auto r = body.find("role"); r != body.end()) {
+      if (!r->is_string()) return Error(res, 400, "role: expected user, operator or admin");
+      StatusOr<auth::Role> parsed = auth::ParseRole(r->get<std::string>());
+      if (!parsed.ok()) return Error(res, 400, parsed.status().message());
+      role = *parsed;
+    }
+    std::string name;
+    if (auto n = body.find("name"); n != body.end()) {
+      if (!n->is_string() || !IsDnsLabel(n->get<std::string>())) {
+        return Error(res, 400,
+                     "name: expected a token name of letters, digits and '-' (at most 63), got " +
+                         n->dump());
+      }
+      name = n->get<std::string>();
+    } else {
+      // The first free "token-N".
+      std::set<std::string> taken;
+      for (const auth::TokenRecord& t : tokens->Tokens(c.who.tenant)) taken.insert(t.name);
+      for (int i = 1; name.empty(); ++i) {
+        if (!taken.count("token-" + std::to_string(i))) name = "token-" + std::to_string(i);
+      }
+    }
+    int64_t expires_ms = 0;
+    if (auto t = body.find("ttl_seconds"); t != body.end()) {
+      if (!t->is_number_integer() || t->get<int64_t>() <= 0 ||
+          t->get<int64_t>() > int64_t{100} * 365 * 86400) {
+        return Error(res, 400,
+                     "ttl_seconds: expected whole seconds from 1 to 100 years, got " + t->dump());
+      }
+      expires_ms = wall->WallMillis() + t->get<int64_t>() * 1000;
+    }
+    res.audit_object = c.who.tenant + "/token/" + name;
+    if (role > c.who.role) {
+      res.denied = "a token's role cannot exceed its owner's";
+      return Error(res, 403,
+                   "role: a token's role cannot exceed its owner's (you are " +
+                       std::string(auth::RoleName(c.who.role)) + ", the token would be " +
+                       std::string(auth::RoleName(role)) + ")");
+    }
+    StatusOr<std::string> secret = auth::NewToken();
+    if (!secret.ok()) return Error(res, secret.status());
+    auth::TokenRecord record{c.who.tenant,
+                             name,
+                             auth::TokenHash(*secret),
+                             role,
+                             wall->WallMillis(),
+                             expires_ms,
+                             c.actor ? c.actor->account + " as " + c.who.account : c.who.account};
+    if (Status st = tokens->AddToken(record); !st.ok()) return Error(res, st);
+    Reply(res, 201,
+          json{{"name", name},
+               {"token", *secret},
+               {"tenant", c.who.tenant},
+               {"role", std::string(auth::RoleName(role))},
+               {"expires", expires_ms > 0 ? json(auth::Rfc3339Millis(expires_ms)) : json()},
+               {"diagnostics", "Token " + name + " created; it is shown this once"}});
+  });
+
+  h.Get("/tarn/v1/tokens", [tokens, wall](const ApiRequest& req, ApiResponse& res) {
+    const auth::Caller& c = *req.caller;
+    // ?tenant=NAME or * (admins): another tenant's tokens, or everyone's.
+    std::string tenant = OwnerOf(req);
+    if (tenant != c.who.tenant && c.who.role != auth::Role::kAdmin) {
+      res.denied = "listing another tenant's tokens";
+      return Error(res, 403, "tenant: listing another tenant's tokens needs the admin role");
+    }
+    json out = json::array();
+    const int64_t now = wall->WallMillis();
+    for (const auth::TokenRecord& t : tokens->Tokens(tenant == "*" ? "" : tenant)) {
+      out.push_back({{"name", t.name},
+                     {"tenant", t.tenant},
+                     {"role", std::string(auth::RoleName(t.role))},
+                     {"created", auth::Rfc3339Millis(t.created_ms)},
+                     {"created_by", t.created_by},
+                     {"expires", t.expires_ms > 0 ? json(auth::Rfc3339Millis(t.expires_ms)) : json()},
+                     {"expired", t.expires_ms > 0 && now >= t.expires_ms}});
+    }
+    Reply(res, 200, out);
+  });
+
+  h.Delete(R"(/tarn/v1/tokens/([^/]+))", [tokens](const ApiRequest& req, ApiResponse& res) {
+    const auth::Caller& c = *req.caller;
+    const std::string tenant = OwnerOf(req);
+    const std::string name = req.matches[1];
+    res.audit_object = tenant + "/token/" + name;
+    if (tenant != c.who.tenant && c.who.role != auth::Role::kAdmin) {
+      res.denied = "revoking another tenant's token";
+      return Error(res, 404, "no token named \"" + name + "\"");
+    }
+    if (Status st = tokens->RevokeToken(tenant, name); !st.ok()) return Error(res, st);
+    Reply(res, 200, json{{"diagnostics", "Token " + name + " revoked"}});
+  });
+
+  auth::AuditLog* audit = options_.audit;
+  h.Get(
+      "/tarn/v1/audit",
+      [audit](const ApiRequest& req, ApiResponse& res) {
+        if (req.caller->who.role != auth::Role::kAdmin) {
+          res.denied = "reading the audit log";
+          return Error(res, 403, "the audit log is for admins");
+        }
+        int64_t since = 0;
+        if (req.has_param("since")) {
+          StatusOr<int64_t> t = auth::ParseTime(req.get_param_value("since"));
+          if (!t.ok()) return Error(res, 400, "since: " + t.status().message());
+          since = *t;
+        }
+        int64_t limit = 1000;
+        if (req.has_param("limit")) {
+          auto l = ParseInt64(req.get_param_value("limit"));
+          if (!l || *l < 1 || *l > 100000) {
+            return Error(res, 400,
+                         "limit: expected 1 to 100000 events, got \"" +
+                             req.get_param_value("limit") + "\"");
+          }
+          limit = *l;
+        }
+        json out = json::array();
+        if (audit != nullptr) {
+          for (json& e : audit->Read(since, static_cast<size_t>(limit))) {
+            out.push_back(std::move(e));
+          }
+        }
+        Reply(res, 200, out);
       },
       Routes::Runs::kPool);
 }

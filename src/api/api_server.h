@@ -2,6 +2,12 @@
 // http::Server: the YARN Services API v1 under /app/v1/services and tarn's extras under
 // /tarn/v1/.
 //
+// Every route but /healthz, /metrics, /app/v1/services/version and the OpenAPI description
+// first authenticates its caller (auth/authenticator.h: the Unix socket's peer uid, a bearer
+// token, or Hadoop's simple user.name when configured) and acts for it; access.h says who may
+// do what. State-changing requests, denied ones and those made acting as another tenant are
+// written to the audit log.
+//
 // Reads (the status of assemblies, nodes, queues, events, /metrics) are answered on the I/O
 // threads from the service loop's newest StateSnapshot, never waiting for the loop.
 // Commands and the log lookups run on a small pool of threads that may block: they reach the
@@ -20,6 +26,9 @@
 #include <vector>
 
 #include "api/service_loop.h"
+#include "auth/audit_log.h"
+#include "auth/auth_store.h"
+#include "auth/authenticator.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "http/server.h"
@@ -30,6 +39,9 @@ class ApiServer {
  public:
   struct Options {
     ServiceLoop* loop = nullptr;  // required
+    const auth::Authenticator* authenticator = nullptr;  // required
+    auth::AuthStore* auth_store = nullptr;               // required: tokens
+    auth::AuditLog* audit = nullptr;                     // none: nothing is audited
     const Clock* clock = nullptr;  // required: the wall clock of remaining lifetimes
     std::string domain = "tarn";
     std::string version;       // tarn's version, for /app/v1/services/version
@@ -46,8 +58,9 @@ class ApiServer {
   ApiServer(const ApiServer&) = delete;
   ApiServer& operator=(const ApiServer&) = delete;
 
-  // Binds HOST:PORT (port 0: any free port), starts serving, and returns the bound port.
-  StatusOr<int> Start(const std::string& host, int port);
+  // Binds every listener (a TCP port 0: any free port), then serves on all of them; the
+  // bound TCP ports, in order (0 for a Unix socket). Errors name the listener.
+  StatusOr<std::vector<int>> Start(const std::vector<http::Listener>& listeners);
   // Ends every stream (followed logs), answers what is in flight, closes the connections.
   void Shutdown();
 
@@ -57,11 +70,14 @@ class ApiServer {
   void Register();  // the routes
   void Handle(http::Request request, http::Responder respond);
   void CountRequest(const std::string& method, int status, double seconds);
+  void Audit(const std::string& method, const std::string& path, const std::string& source,
+             const auth::Caller* caller, auth::AuthFailure failure, int status,
+             const std::string& object, const std::string& denied);
   std::string Metrics() const;
 
   Options options_;
   std::unique_ptr<Routes> routes_;
-  std::unique_ptr<http::Server> http_;
+  std::vector<std::unique_ptr<http::Server>> http_;
   struct Pool;
   std::unique_ptr<Pool> pool_;
   mutable std::mutex metrics_mu_;

@@ -1,7 +1,8 @@
 // Checks docs/openapi.yaml against the routes src/api/api_server.cc registers: the file
 // parses with tarn's own YAML reader, every route is described with its method (and nothing
-// else is), user.name is required exactly where the handler asks for it, and the query
-// parameters and literal status codes each handler uses are documented.
+// else is), credentials are required exactly where the route authenticates (all but the
+// open ones), and the query parameters and literal status codes each handler uses are
+// documented.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,7 +31,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr char kUserRef[] = "#/components/parameters/UserName";
+constexpr char kTenantRef[] = "#/components/parameters/Tenant";
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -63,6 +64,7 @@ struct Route {
   std::string regex;     // as written in the source
   std::string skeleton;  // the path with every ([^/]+) turned into {}
   std::string handler;   // the source text up to the next registration
+  bool open = false;     // registered with h.OpenGet: answered without credentials
 };
 
 // "/a/{name}/b/{x}" -> "/a/{}/b/{}".
@@ -76,17 +78,21 @@ std::vector<Route> SourceRoutes() {
     size_t pos;
     size_t args;  // just past the '('
     std::string method;
+    bool open;
   };
   std::vector<Hit> hits;
-  const std::pair<const char*, const char*> kCalls[] = {
-      {"h.Get(", "get"}, {"h.Post(", "post"}, {"h.Put(", "put"}, {"h.Delete(", "delete"}};
+  const std::pair<const char*, const char*> kCalls[] = {{"h.Get(", "get"},
+                                                        {"h.OpenGet(", "get"},
+                                                        {"h.Post(", "post"},
+                                                        {"h.Put(", "put"},
+                                                        {"h.Delete(", "delete"}};
   for (const auto& [call, method] : kCalls) {
     for (size_t p = src.find(call); p != std::string::npos; p = src.find(call, p + 1)) {
       if (p > 0 && (std::isalnum(static_cast<unsigned char>(src[p - 1])) || src[p - 1] == '_' ||
                     src[p - 1] == '.')) {
         continue;  // e.g. http.Get(
       }
-      hits.push_back({p, p + std::string(call).size(), method});
+      hits.push_back({p, p + std::string(call).size(), method, std::string(call) == "h.OpenGet("});
     }
   }
   std::sort(hits.begin(), hits.end(), [](const Hit& a, const Hit& b) { return a.pos < b.pos; });
@@ -123,6 +129,7 @@ std::vector<Route> SourceRoutes() {
     }
     Route r;
     r.method = h.method;
+    r.open = h.open;
     r.regex = path;
     r.skeleton = path;
     for (size_t g = r.skeleton.find("([^/]+)"); g != std::string::npos;
@@ -236,44 +243,47 @@ TEST(OpenApiTest, EveryOperationIsARoute) {
   }
 }
 
-TEST(OpenApiTest, UserNameWhereTheHandlerNeedsIt) {
-  const json& user = Document().value("/components/parameters/UserName"_json_pointer, json());
-  ASSERT_TRUE(user.is_object()) << "components.parameters.UserName is missing";
-  EXPECT_EQ(user.value("name", ""), "user.name");
-  EXPECT_EQ(user.value("in", ""), "query");
-  EXPECT_EQ(user.value("required", false), true);
-
+TEST(OpenApiTest, CredentialsWhereTheRouteNeedsThem) {
+  const json& doc = Document();
+  const json& schemes = doc.value("/components/securitySchemes"_json_pointer, json());
+  ASSERT_TRUE(schemes.contains("bearerAuth")) << "components.securitySchemes.bearerAuth";
+  EXPECT_EQ(schemes["bearerAuth"].value("scheme", ""), "bearer");
+  ASSERT_TRUE(doc.contains("security") && doc["security"].is_array());
   int checked = 0;
   for (const Route& r : SourceRoutes()) {
     const json* item = FindPath(r.skeleton);
     if (item == nullptr || !item->contains(r.method)) continue;  // reported above
     ++checked;
-    const bool needs = r.handler.find("User(req, res, &user)") != std::string::npos;
+    const json& op = (*item)[r.method];
+    // An open route overrides the document's security with none; every other inherits it.
+    const bool open = op.contains("security") && op["security"].is_array() &&
+                      op["security"].empty();
+    EXPECT_EQ(open, r.open) << r.method << " " << r.regex
+                            << (r.open ? ": open in api_server.cc; give it security: []"
+                                       : ": authenticates; drop its security: []");
+    const json& responses = op.value("responses", json::object());
+    EXPECT_EQ(responses.contains("401"), !r.open) << r.method << " " << r.regex;
+    EXPECT_EQ(responses.contains("403"), !r.open) << r.method << " " << r.regex;
+    // A handler that addresses a tenant's assemblies takes ?tenant=.
+    const bool tenant = r.handler.find("Addressed(") != std::string::npos ||
+                        r.handler.find("OwnerOf(") != std::string::npos;
     bool refs = false;
-    for (const json* list : {item, &(*item)[r.method]}) {
+    for (const json* list : {item, &op}) {
       if (!list->contains("parameters")) continue;
-      for (const json& p : (*list)["parameters"]) refs |= p.value("$ref", "") == kUserRef;
+      for (const json& p : (*list)["parameters"]) refs |= p.value("$ref", "") == kTenantRef;
     }
-    const std::vector<json> params = Parameters(*item, r.method);
-    EXPECT_EQ(refs, needs) << r.method << " " << r.regex
-                           << (needs ? ": needs user.name; reference " : ": takes no user; drop ")
-                           << kUserRef;
-    EXPECT_EQ(HasParameter(params, "query", "user.name"), needs) << r.method << " " << r.regex;
-    const json& responses = (*item)[r.method].value("responses", json::object());
-    if (needs) {
-      EXPECT_TRUE(responses.contains("401")) << r.method << " " << r.regex << ": no 401";
-      EXPECT_TRUE(responses.contains("400")) << r.method << " " << r.regex << ": no 400";
-    } else {
-      EXPECT_FALSE(responses.contains("401")) << r.method << " " << r.regex;
-    }
+    EXPECT_EQ(refs, tenant) << r.method << " " << r.regex
+                            << (tenant ? ": addresses a tenant; reference " : ": drop ")
+                            << kTenantRef;
+    EXPECT_FALSE(HasParameter(Parameters(*item, r.method), "query", "user.name"))
+        << r.method << " " << r.regex << ": user.name is the simpleAuth scheme, not a parameter";
   }
-  EXPECT_GE(checked, 10);
-  // The routes docs/api.md names as needing no user.
+  EXPECT_GE(checked, 14);
   for (const char* open :
        {"/healthz", "/metrics", "/app/v1/services/version", "/tarn/v1/openapi.yaml"}) {
     const json* item = FindPath(open);
     ASSERT_NE(item, nullptr) << open;
-    EXPECT_FALSE(HasParameter(Parameters(*item, "get"), "query", "user.name")) << open;
+    EXPECT_TRUE((*item)["get"].contains("security")) << open;
   }
 }
 

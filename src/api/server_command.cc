@@ -16,6 +16,7 @@
 #include "api/openapi.h"
 #include "api/server_config.h"
 #include "api/service_loop.h"
+#include "auth/account.h"
 #include "backend/local_backend.h"
 #include "backend/slurm_backend.h"
 #include "common/file.h"
@@ -50,11 +51,25 @@ std::string BinDir() {
   return slash == std::string::npos ? "" : path.substr(0, slash);
 }
 
+// A listen address that only this machine reaches: 127.0.0.0/8, ::1, or "localhost".
+bool IsLoopbackHost(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr a{};
+  return ::inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
 }  // namespace
+
+std::string DefaultSocketPath(const std::string& state_dir) {
+  if (::geteuid() == 0) return "/run/tarn/tarn.sock";
+  return (state_dir.empty() ? DefaultStateDir() : state_dir) + "/tarn.sock";
+}
 
 struct Daemon::Parts {
   RealClock clock;
   std::string address;
+  std::string socket_path;
+  bool tls = false;  // the TCP listener speaks TLS
   std::string dns_address;
   std::string state_dir;
   std::unique_ptr<registry::Registry> registry;
@@ -63,6 +78,9 @@ struct Daemon::Parts {
   std::unique_ptr<registry::DnsServer> container_dns;
   std::string container_dns_address;
   std::unique_ptr<store::Store> store;
+  std::unique_ptr<auth::AuthStore> auth_store;
+  std::unique_ptr<auth::AuditLog> audit;
+  std::unique_ptr<auth::Authenticator> authenticator;
   std::unique_ptr<runtime::ShimRuntime> runtime;
   std::unique_ptr<ServiceLoop> loop;
   std::unique_ptr<service::Backend> backend;  // local or slurm
@@ -173,6 +191,8 @@ Daemon::Daemon(std::unique_ptr<Parts> parts) : parts_(std::move(parts)) {}
 Daemon::~Daemon() { Shutdown(); }
 
 const std::string& Daemon::address() const { return parts_->address; }
+const std::string& Daemon::socket_path() const { return parts_->socket_path; }
+bool Daemon::tls() const { return parts_->tls; }
 const std::string& Daemon::state_dir() const { return parts_->state_dir; }
 const std::string& Daemon::dns_address() const { return parts_->dns_address; }
 
@@ -189,6 +209,9 @@ void Daemon::Shutdown() {
   p.manager.reset();
   p.loop.reset();
   p.store.reset();
+  p.authenticator.reset();
+  p.audit.reset();
+  p.auth_store.reset();
   p.dns.reset();
   p.container_dns.reset();
   p.registry.reset();
@@ -197,7 +220,10 @@ void Daemon::Shutdown() {
 StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   ::signal(SIGPIPE, SIG_IGN);
   auto p = std::make_unique<Parts>();
-  ASSIGN_OR_RETURN(auto listen, ParseHostPort(flags.listen, "--listen"));
+  std::optional<std::pair<std::string, int>> listen;
+  if (!flags.listen.empty()) {
+    ASSIGN_OR_RETURN(listen, ParseHostPort(flags.listen, "--listen"));
+  }
 
   ServerConfig config;
   if (!flags.config.empty()) {
@@ -207,10 +233,37 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     ASSIGN_OR_RETURN(config, ParseServerConfig("{}", "defaults"));
   }
 
+  const bool tls = !config.tls.cert_file.empty();
+  if (listen && !IsLoopbackHost(listen->first) && !tls) {
+    return FailedPreconditionError(
+        "--listen " + flags.listen +
+        ": listening beyond loopback needs TLS, so that tokens never cross a network in clear; "
+        "name a certificate and key in the config's \"tls\" ({\"cert\": PEM, \"key\": PEM}), "
+        "or listen on 127.0.0.1");
+  }
+
   p->state_dir = flags.state_dir.empty() ? DefaultStateDir() : flags.state_dir;
   RETURN_IF_ERROR(MakeDirectories(p->state_dir, 0711));
   // Containers run as unprivileged accounts and must reach their directories below it.
   ::chmod(p->state_dir.c_str(), 0711);
+
+  // Who is asking: tenants and tokens, and the audit log, both the server's account's alone.
+  ASSIGN_OR_RETURN(p->auth_store, auth::AuthStore::Open(p->state_dir + "/auth.db", &p->clock));
+  ASSIGN_OR_RETURN(p->audit,
+                   auth::AuditLog::Open({p->state_dir + "/audit.log", config.auth.audit_max_bytes,
+                                         config.auth.audit_keep, &p->clock}));
+  {
+    auth::Authenticator::Options ao;
+    ao.config = config.auth;
+    ao.store = p->auth_store.get();
+    ao.clock = &p->clock;
+    p->authenticator = std::make_unique<auth::Authenticator>(std::move(ao));
+  }
+  if (config.auth.simple) {
+    std::cerr << "tarn server: warning: auth.simple is on: any local account can act as any "
+                 "other by naming it in ?user.name= (Hadoop simple authentication); use it only "
+                 "on a machine with one user\n";
+  }
 
   std::vector<scheduler::NodeSpec> nodes = config.nodes;
   if (nodes.empty()) {
@@ -290,6 +343,16 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     bo.address_range = config.address_range;
     bo.names = names;
     bo.runtime = p->runtime.get();
+    // Containers run as the tenant's own account, found by the uid its label is bound to.
+    bo.accounts = [store = p->auth_store.get()](const std::string& name)
+        -> std::optional<runtime::Account> {
+      std::optional<auth::TenantRecord> tenant = store->Tenant(name);
+      if (!tenant) return runtime::LookUpAccount(name);  // the local user, or an older tenant
+      if (!tenant->uid) return std::nullopt;             // a remote tenant: the local user
+      std::optional<auth::LocalAccount> a = auth::AccountByUid(*tenant->uid);
+      if (!a) return std::nullopt;
+      return runtime::Account{a->name, a->uid, a->gid};
+    };
     bo.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
     bo.worker_threads = config.worker_threads;
     ASSIGN_OR_RETURN(p->backend, backend::LocalBackend::Create(std::move(bo)));
@@ -308,6 +371,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
 
   ApiServer::Options ao;
   ao.loop = p->loop.get();
+  ao.authenticator = p->authenticator.get();
+  ao.auth_store = p->auth_store.get();
+  ao.audit = p->audit.get();
   ao.clock = &p->clock;
   const HttpConfig& hc = config.http;
   if (hc.threads.value_or(0) > 0) ao.http.threads = *hc.threads;
@@ -341,14 +407,34 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     }
   }
   p->api = std::make_unique<ApiServer>(ao);
-  auto port = p->api->Start(listen.first, listen.second);
-  if (!port.ok()) {
-    Daemon d(std::move(p));  // shuts the parts down in order
-    return InvalidArgumentError("--listen: " + port.status().message());
+  p->socket_path = flags.socket.empty() ? DefaultSocketPath(p->state_dir) : flags.socket;
+  if (const size_t slash = p->socket_path.rfind('/'); slash != std::string::npos && slash > 0) {
+    // Every account must reach the socket (the kernel says who each one is).
+    const std::string dir = p->socket_path.substr(0, slash);
+    RETURN_IF_ERROR(MakeDirectories(dir, 0755).WithContext("--socket"));
   }
-  p->address =
-      (listen.first.find(':') != std::string::npos ? "[" + listen.first + "]" : listen.first) +
-      ":" + std::to_string(*port);
+  std::vector<http::Listener> listeners = {http::Listener::Unix(p->socket_path, 0666)};
+  if (listen) {
+    http::Listener tcp;
+    tcp.host = listen->first;
+    tcp.port = listen->second;
+    tcp.tls_cert_file = config.tls.cert_file;
+    tcp.tls_key_file = config.tls.key_file;
+    listeners.push_back(std::move(tcp));
+  }
+  auto ports = p->api->Start(listeners);
+  if (!ports.ok()) {
+    Daemon d(std::move(p));  // shuts the parts down in order
+    const bool socket_failed = ports.status().message().find("unix:") != std::string::npos;
+    return InvalidArgumentError((socket_failed ? "--socket: " : "--listen: ") +
+                                ports.status().message());
+  }
+  if (listen) {
+    p->address = (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]"
+                                                               : listen->first) +
+                 ":" + std::to_string((*ports)[1]);
+  }
+  p->tls = tls;
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
 }
 
@@ -364,8 +450,12 @@ int RunServerCommand(const ServerFlags& flags) {
     std::cerr << "tarn server: " << daemon.status().message() << "\n";
     return 1;
   }
-  std::cout << "tarn server " << TARN_VERSION << " listening on http://" << (*daemon)->address()
-            << " (DNS on "
+  const Daemon& d = **daemon;
+  std::cout << "tarn server " << TARN_VERSION << " listening on ";
+  if (!d.address().empty()) {
+    std::cout << (d.tls() ? "https://" : "http://") << d.address() << " and ";
+  }
+  std::cout << "unix:" << d.socket_path() << " (DNS on "
             << ((*daemon)->dns_address().empty() ? "no address" : (*daemon)->dns_address())
             << ", state in " << (*daemon)->state_dir() << ")" << std::endl;
   int sig = 0;

@@ -9,12 +9,21 @@
 namespace tarn::api {
 
 struct ServerFlags {
-  std::string listen = "127.0.0.1:8088";  // HOST:PORT; port 0 picks a free one
+  // TCP: HOST:PORT; port 0 picks a free one; "" for none. Callers there authenticate with a
+  // bearer token; beyond loopback only with TLS (the config's "tls").
+  std::string listen = "127.0.0.1:8088";
+  // The Unix socket, where the kernel says who the caller is; "": DefaultSocketPath().
+  std::string socket;
   std::string state_dir;                  // empty: /var/lib/tarn as root, else ~/.local/state/tarn
   std::string config;                     // JSON: queues, nodes, defaults; empty: defaults
   int fake_gpus = -1;                     // >= 0: pretend the node has this many GPUs
   std::string dns = "127.0.0.1:5353";     // HOST:PORT of the DNS server; "" for none
 };
+
+// Where `tarn server` listens for local clients unless --socket says otherwise: root's server
+// at /run/tarn/tarn.sock (every local account's CLI finds it there), anyone else's in its
+// state directory.
+std::string DefaultSocketPath(const std::string& state_dir);
 
 // Runs the server in the foreground until SIGINT/SIGTERM; returns the exit status.
 int RunServerCommand(const ServerFlags& flags);
@@ -27,8 +36,13 @@ class Daemon {
   // thread. Errors name the flag or file at fault.
   static StatusOr<std::unique_ptr<Daemon>> Start(const ServerFlags& flags);
   ~Daemon();  // Shutdown()
-  // "HOST:PORT" actually bound (the port chosen when --listen asked for port 0).
+  // "HOST:PORT" actually bound (the port chosen when --listen asked for port 0); "" when
+  // the server has no TCP listener.
   const std::string& address() const;
+  // The Unix socket's path.
+  const std::string& socket_path() const;
+  // Whether the TCP listener speaks TLS.
+  bool tls() const;
   // "HOST:PORT" of the DNS server ("" without one).
   const std::string& dns_address() const;
   const std::string& state_dir() const;

@@ -93,6 +93,34 @@ StatusOr<BackendConfig> ParseBackend(const json& v, const std::string& source) {
   return b;
 }
 
+StatusOr<auth::AuthConfig> ParseAuth(const json& v, const std::string& source) {
+  auth::AuthConfig a;
+  if (!v.is_object()) return Bad(source, "auth", "expected an object");
+  for (auto f = v.begin(); f != v.end(); ++f) {
+    const std::string fk = "auth." + f.key();
+    if (f.key() == "simple") {
+      if (!f->is_boolean()) return Bad(source, fk, "expected true or false, got " + f->dump());
+      a.simple = f->get<bool>();
+    } else if (f.key() == "admins" || f.key() == "operators") {
+      ASSIGN_OR_RETURN(std::string text, String(*f, source, fk));
+      StatusOr<Acl> acl = ParseAcl(text, fk);
+      if (!acl.ok()) return InvalidArgumentError(source + ": " + acl.status().message());
+      (f.key() == "admins" ? a.admins : a.operators) = std::move(*acl);
+    } else if (f.key() == "audit_max_mb") {
+      ASSIGN_OR_RETURN(int64_t mb, PositiveInt(*f, source, fk, 1));
+      a.audit_max_bytes = mb << 20;
+    } else if (f.key() == "audit_keep") {
+      ASSIGN_OR_RETURN(int64_t n, PositiveInt(*f, source, fk, 0));
+      if (n > 100) return Bad(source, fk, "at most 100");
+      a.audit_keep = static_cast<int>(n);
+    } else {
+      return Bad(source, fk,
+                 "unknown field (expected simple, admins, operators, audit_max_mb, audit_keep)");
+    }
+  }
+  return a;
+}
+
 }  // namespace
 
 StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::string& source) {
@@ -254,11 +282,29 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
                      "header_timeout_ms, body_timeout_ms, idle_timeout_ms)");
         }
       }
+    } else if (k == "auth") {
+      ASSIGN_OR_RETURN(c.auth, ParseAuth(v, source));
+    } else if (k == "tls") {
+      if (!v.is_object()) return Bad(source, k, "expected {\"cert\": PEM_FILE, \"key\": PEM_FILE}");
+      for (auto f = v.begin(); f != v.end(); ++f) {
+        const std::string fk = k + "." + f.key();
+        if (f.key() != "cert" && f.key() != "key") {
+          return Bad(source, fk, "unknown field (expected cert, key)");
+        }
+        ASSIGN_OR_RETURN(std::string file, String(*f, source, fk));
+        if (file.empty() || file[0] != '/') {
+          return Bad(source, fk, "expected an absolute path to a PEM file, got " + f->dump());
+        }
+        (f.key() == "cert" ? c.tls.cert_file : c.tls.key_file) = file;
+      }
+      if (c.tls.cert_file.empty() || c.tls.key_file.empty()) {
+        return Bad(source, k, "needs both cert and key");
+      }
     } else {
       return Bad(source, k,
                  "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
                  "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
-                 "dns_upstream, backend, http)");
+                 "dns_upstream, backend, http, auth, tls)");
     }
   }
   auto parsed = scheduler::ParseQueues(queues);

@@ -27,6 +27,15 @@
 //              "idle_timeout_ms": 60000,      // a kept-alive connection between requests
 //              "max_body_bytes": 4194304,     // 413 above
 //              "threads": 0},                 // I/O threads; 0: the cores, at most 4
+//     "auth": {"simple": false,               // who is asking (auth/authenticator.h):
+//                                             // true honours ?user.name= from loopback
+//                                             // peers (Hadoop simple auth; any local
+//                                             // account can then act as any other)
+//              "admins": " tarn-admins",      // Hadoop ACLs ("users groups") of the admin
+//              "operators": "carol ops",      // and operator roles (root is always admin)
+//              "audit_max_mb": 16, "audit_keep": 4}, // the audit log's rotation
+//     "tls": {"cert": "/etc/tarn/cert.pem",   // TLS on the TCP listener; required for a
+//             "key": "/etc/tarn/key.pem"},    // --listen beyond loopback
 //     "backend": {"type": "local"}            // where instances run (the default), or
 //     "backend": {"type": "slurm",            // a Slurm cluster (backend/slurm_backend.h):
 //                 "shared_dir": "/shared/tarn", // required: a directory every node sees
@@ -44,6 +53,7 @@
 #include <string>
 #include <vector>
 
+#include "auth/authenticator.h"
 #include "backend/name_files.h"
 #include "backend/port_book.h"
 #include "common/status.h"
@@ -73,6 +83,11 @@ struct HttpConfig {
   std::optional<std::chrono::milliseconds> header_timeout, body_timeout, idle_timeout;
 };
 
+// The "tls" object: the TCP listener's certificate chain and key (PEM).
+struct TlsConfig {
+  std::string cert_file, key_file;  // both empty: no TLS
+};
+
 struct ServerConfig {
   std::string domain = "tarn";
   std::vector<scheduler::QueueConfig> queues;  // ParseQueues'd; includes "default"
@@ -87,6 +102,8 @@ struct ServerConfig {
   std::optional<std::vector<std::string>> dns_upstream;          // none: the machine's
   BackendConfig backend;
   HttpConfig http;
+  auth::AuthConfig auth;
+  TlsConfig tls;
 };
 
 // `source` names the file in errors.

@@ -585,7 +585,8 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
     ctx.run_as = *options_.run_as;
   } else {
     StatusOr<runtime::RunAs> run_as = runtime::ResolveRunAs(
-        options_.run_as_policy, ref.user, component->run_privileged_container, ::geteuid());
+        options_.run_as_policy, ref.user, component->run_privileged_container, ::geteuid(),
+        options_.accounts ? options_.accounts : runtime::AccountLookup(runtime::LookUpAccount));
     if (!run_as.ok()) return EmitStartFailed(key, container_id, run_as.status().message());
     ctx.run_as = *run_as;
   }

@@ -85,6 +85,9 @@ class LocalBackend final : public service::Backend {
     // `run_as` fixes one account for all.
     runtime::RunAsPolicy run_as_policy;
     std::optional<runtime::RunAs> run_as;
+    // A tenant's account (by its label) and the policy's local user, for ResolveRunAs; from
+    // any backend thread. Empty: the account named like the label (getpwnam).
+    runtime::AccountLookup accounts;
     // Each placed instance gets its own address from `address_range` (an IPv4 CIDR inside
     // 127.0.0.0/8, e.g. "127.42.0.0/16": loopback, so every address works without
     // configuration), held as long as its place: it binds there (TARN_IP), is probed there,
