@@ -38,6 +38,10 @@ using tarn::cli::Table;
 
 const std::string kSource = TARN_SOURCE_DIR;
 
+// Who the CLI says it acts for when $TARN_USER or --user names `user`: root acts as it
+// (Impersonate-User); anyone else acts as itself and sends no such header.
+std::string Sent(const std::string& user) { return ::geteuid() == 0 ? user : "<none>"; }
+
 // ---------------------------------------------------------------------------------------
 // Running the binary.
 
@@ -51,7 +55,8 @@ using tarn::testing::TarnProcess;
 struct RecordedRequest {
   std::string method;
   std::string path;
-  std::string user;  // the decoded user.name, "<none>" when absent
+  std::string user;  // the Impersonate-User header (who the CLI acts as), "<none>" when absent
+  std::string authorization;  // the Authorization header, "<none>" when absent
   httplib::Params params;
   std::string body;
 };
@@ -195,9 +200,12 @@ class ClientTest : public ::testing::Test {
 
   void Record(const httplib::Request& req) {
     std::lock_guard<std::mutex> lock(mu_);
-    requests_.push_back({req.method, req.path,
-                         req.has_param("user.name") ? req.get_param_value("user.name") : "<none>",
-                         req.params, req.body});
+    auto header = [&req](const char* name) {
+      return req.has_header(name) ? req.get_header_value(name) : std::string("<none>");
+    };
+    requests_.push_back(
+        {req.method, req.path, header("Impersonate-User"), header("Authorization"), req.params,
+         req.body});
   }
 
   std::vector<RecordedRequest> Requests() {
@@ -205,9 +213,12 @@ class ClientTest : public ::testing::Test {
     return requests_;
   }
 
+  // Over TCP, with a bearer token; root acts as `user` ($TARN_USER means --as for root).
   std::vector<std::string> Env(const std::string& user = "alice") {
-    return {"TARN_ADDR=127.0.0.1:" + std::to_string(port_), "TARN_USER=" + user};
+    return {"TARN_ADDR=127.0.0.1:" + std::to_string(port_), "TARN_USER=" + user,
+            "TARN_TOKEN=" + std::string(kToken)};
   }
+  static constexpr char kToken[] = "tarn_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA";
 
   httplib::Server server_;
   std::thread thread_;
@@ -259,7 +270,9 @@ TEST_F(ClientTest, LaunchPostsTheDocumentWithLocalFilesInlined) {
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_EQ(requests[0].method, "POST");
   EXPECT_EQ(requests[0].path, "/app/v1/services");
-  EXPECT_EQ(requests[0].user, "alice");
+  EXPECT_EQ(requests[0].authorization, "Bearer " + std::string(kToken));
+  EXPECT_TRUE(requests[0].params.empty());  // no user.name: the token says who
+  EXPECT_EQ(requests[0].user, Sent("alice"));
   json sent = json::parse(requests[0].body);
   json written = json::parse(std::ifstream(kSource + "/examples/httpd/httpd.json"));
   // Only src_file changed: it now carries the template itself.
@@ -296,7 +309,7 @@ components:
   EXPECT_EQ(run.exit_code, 0) << run.err;
   auto requests = Requests();
   ASSERT_EQ(requests.size(), 1u);
-  EXPECT_EQ(requests[0].user, "Bob_Dev");  // --user wins over $TARN_USER, sent as given
+  EXPECT_EQ(requests[0].user, Sent("Bob_Dev"));  // --user wins over $TARN_USER, as given
   json sent = json::parse(requests[0].body, nullptr, false);
   ASSERT_FALSE(sent.is_discarded()) << requests[0].body;
   EXPECT_EQ(sent["version"], "1.0.0");
@@ -408,21 +421,36 @@ TEST(ClientErrorTest, ConnectionRefusedSaysSo) {
                          " (connection refused); is `tarn server` running?\n");
 }
 
+// With nothing set the CLI goes to the local server's Unix socket, and says which when none
+// listens there.
 TEST(ClientErrorTest, DefaultAddressIsNamed) {
-  CommandResult run = RunTarn({"nodes"}, {"TARN_USER=alice"});
-  if (run.exit_code == 1 && run.err.find("cannot reach") != std::string::npos) {
-    EXPECT_EQ(run.err,
-              "tarn: cannot reach tarn server at 127.0.0.1:8088 (connection refused); is `tarn "
-              "server` running?\n");
-  }  // else a real server runs on this machine; nothing to check
+  CommandResult run = RunTarn({"nodes"}, {"TARN_SOCKET=/nonexistent/tarn.sock"});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.err,
+            "tarn: cannot reach tarn server at unix:/nonexistent/tarn.sock (no such file or "
+            "directory); is `tarn server` running?\n");
 }
 
 TEST(ClientErrorTest, BadAddressIsAUsageError) {
-  CommandResult run = RunTarn({"list"}, {"TARN_ADDR=https://x:1", "TARN_USER=alice"});
+  CommandResult run = RunTarn({"list"}, {"TARN_ADDR=ftp://x:1", "TARN_USER=alice"});
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
-            "tarn: server address \"https://x:1\": https is not supported (use HOST:PORT or "
-            "http://HOST:PORT)\n");
+            "tarn: server address \"ftp://x:1\": a path is not allowed (use HOST:PORT, "
+            "http://HOST:PORT, https://HOST:PORT or unix:PATH)\n");
+}
+
+// https to a listener that is not TLS (the fake server here speaks plain HTTP): the handshake
+// fails, and the message says where and what to check.
+TEST_F(ClientTest, HttpsToAPlainListenerSaysTheHandshakeFailed) {
+  CommandResult run =
+      RunTarn({"list"}, {"TARN_ADDR=https://127.0.0.1:" + std::to_string(port_),
+                         "TARN_TOKEN=" + std::string(kToken)});
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.err.find("tarn: TLS handshake with tarn server at https://127.0.0.1:"),
+            std::string::npos)
+      << run.err;
+  EXPECT_NE(run.err.find("--cacert"), std::string::npos) << run.err;
+  EXPECT_TRUE(Requests().empty());
 }
 
 TEST(ClientErrorTest, MissingArgumentIsAUsageError) {
@@ -453,7 +481,7 @@ TEST_F(ClientTest, StatusRendersAlignedTables) {
   auto requests = Requests();
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_EQ(requests[0].path, "/app/v1/services/sleeper");
-  EXPECT_EQ(requests[0].user, "alice");
+  EXPECT_EQ(requests[0].user, Sent("alice"));
 }
 
 TEST_F(ClientTest, StatusAsJsonPrintsTheApiAnswer) {
@@ -468,7 +496,18 @@ TEST_F(ClientTest, StatusAsJsonPrintsTheApiAnswer) {
   EXPECT_NE(run.out.find("\n  \"components\""), std::string::npos);  // pretty
   auto requests = Requests();
   ASSERT_EQ(requests.size(), 1u);
-  EXPECT_EQ(requests[0].user, "o'Neil & co=1");  // URL-encoded on the way
+  EXPECT_EQ(requests[0].user, Sent("o'Neil & co=1"));  // a header, sent as given
+}
+
+// --as is sent whoever runs the CLI (the server lets admins alone act as another), and wins
+// over $TARN_USER; --tenant addresses another tenant's assembly.
+TEST_F(ClientTest, AsAndTenantAreSent) {
+  CommandResult run = RunTarn({"status", "sleeper", "--as", "bob", "--tenant", "carol"}, Env());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].user, "bob");
+  EXPECT_EQ(requests[0].params.find("tenant")->second, "carol");
 }
 
 TEST_F(ClientTest, FlexPutsTheNewCount) {
@@ -496,7 +535,7 @@ TEST_F(ClientTest, LogsFollowStreamsPiecesAsTheyCome) {
   EXPECT_EQ(run.out, "first line\nsecond line\n");
   auto requests = Requests();
   ASSERT_EQ(requests.size(), 1u);
-  EXPECT_EQ(requests[0].user, "alice");
+  EXPECT_EQ(requests[0].user, Sent("alice"));
   const httplib::Params& p = requests[0].params;
   EXPECT_EQ(p.find("follow")->second, "true");
   EXPECT_EQ(p.find("tail")->second, "100");
@@ -542,7 +581,8 @@ TEST(ClientUsageTest, UnknownCommandListsTheClientVerbs) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "tarn: unknown command \"lanch\" (commands: validate, explain, launch, list, status, "
-            "flex, stop, start, destroy, logs, nodes, queues, events, server, run; see tarn "
+            "flex, stop, start, destroy, logs, nodes, queues, events, whoami, token, audit, server, "
+            "run; see tarn "
             "--help)\n");
 }
 
@@ -580,6 +620,17 @@ TEST(ServerAddressTest, Forms) {
   EXPECT_FALSE(tarn::cli::ParseServerAddress("h:x").ok());
   EXPECT_FALSE(tarn::cli::ParseServerAddress(":80").ok());
   EXPECT_FALSE(tarn::cli::ParseServerAddress("h:80/app").ok());
+  auto tls = tarn::cli::ParseServerAddress("https://tarn.example.org:8443");
+  ASSERT_TRUE(tls.ok());
+  EXPECT_TRUE(tls->tls);
+  EXPECT_EQ(tls->ToString(), "https://tarn.example.org:8443");
+  auto unix_socket = tarn::cli::ParseServerAddress("unix:/run/tarn/tarn.sock");
+  ASSERT_TRUE(unix_socket.ok());
+  EXPECT_EQ(unix_socket->kind, tarn::cli::ServerAddress::Kind::kUnix);
+  EXPECT_EQ(unix_socket->path, "/run/tarn/tarn.sock");
+  EXPECT_EQ(unix_socket->ToString(), "unix:/run/tarn/tarn.sock");
+  EXPECT_FALSE(tarn::cli::ParseServerAddress("unix:").ok());
+  EXPECT_FALSE(tarn::cli::ParseServerAddress("unix:/" + std::string(200, 'x')).ok());
 }
 
 TEST(HttpErrorTest, OneLine) {

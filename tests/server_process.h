@@ -1,6 +1,7 @@
 // A `tarn server` child process for the integration tests under tests/ (its own state
-// directory and config, the API and DNS on port 0 so that tests run side by side), and the
-// REST calls and waits the tests make against it.
+// directory, config and Unix socket, the API and DNS on port 0 so that tests run side by
+// side), and the REST calls and waits the tests make against it: over TCP with a bearer
+// token of the tenant asked for, made by root through the socket (`tarn token create --as`).
 #pragma once
 
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "common/file.h"
+#include "tarn_process.h"
 
 namespace tarn::testing {
 
@@ -85,7 +87,7 @@ class ServerProcess {
       // Port 0 for both: tests run side by side.
       std::vector<std::string> args = {TARN_BINARY, "server",      "--listen",    "127.0.0.1:0",
                                        "--dns",     "127.0.0.1:0", "--state-dir", state_dir_,
-                                       "--config",  config_};
+                                       "--config",  config_,       "--socket",    socket()};
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -96,9 +98,14 @@ class ServerProcess {
     while (std::chrono::steady_clock::now() < deadline) {
       std::string text = ReadAll(log_);
       auto at = text.find("listening on http://");
+      size_t skip = 20;
+      if (at == std::string::npos) {
+        at = text.find("listening on https://");
+        skip = 21;
+      }
       if (at != std::string::npos) {
-        auto end = text.find(' ', at + 20);
-        std::string addr = text.substr(at + 20, end - at - 20);
+        auto end = text.find(' ', at + skip);
+        std::string addr = text.substr(at + skip, end - at - skip);
         auto colon = addr.rfind(':');
         port_ = std::stoi(addr.substr(colon + 1));
         auto dns = text.find("DNS on 127.0.0.1:");
@@ -144,16 +151,45 @@ class ServerProcess {
 
   int port() const { return port_; }
   int dns_port() const { return dns_port_; }
+  std::string socket() const { return socket_.empty() ? state_dir_ + "/tarn.sock" : socket_; }
+  // Before Start(): where the socket goes (by default in the state directory, which only
+  // root may enter).
+  void set_socket(std::string path) { socket_ = std::move(path); }
+  // The environment that makes the CLI talk to this server's socket (as root, `user`).
+  std::vector<std::string> CliEnv(const std::string& user = "alice") const {
+    return {"TARN_SOCKET=" + socket(), "TARN_USER=" + user};
+  }
+
+  // A bearer token of tenant `user` (made once per user and server state, by root acting as
+  // the user over the socket); "" when it could not be made (the test fails saying why).
+  std::string Token(const std::string& user) {
+    auto it = tokens_.find(user);
+    if (it != tokens_.end()) return it->second;
+    static int made = 0;  // names unique across servers on one state directory
+    const std::string name = "test-" + std::to_string(::getpid()) + "-" + std::to_string(++made);
+    CommandResult r = RunTarn({"token", "create", "--as", user, "--name", name, "--socket",
+                               socket()},
+                              {}, "/tmp", std::chrono::seconds(30));
+    std::string token = r.out.substr(0, r.out.find('\n'));
+    if (r.exit_code != 0 || token.rfind("tarn_", 0) != 0) {
+      ADD_FAILURE() << "tarn token create --as " << user << " exited " << r.exit_code << ": "
+                    << r.err;
+      return "";
+    }
+    tokens_[user] = token;
+    return token;
+  }
   std::string log() const { return ReadAll(log_); }
   pid_t pid() const { return pid_; }
 
  private:
-  std::string state_dir_, config_;
+  std::string state_dir_, config_, socket_;
   std::vector<std::string> env_;
   std::string log_;
   pid_t pid_ = -1;
   int port_ = 0;
   int dns_port_ = 0;
+  std::map<std::string, std::string> tokens_;  // user -> bearer token
 };
 
 struct Reply {
@@ -162,17 +198,14 @@ struct Reply {
   std::string text;
 };
 
-// One REST call to the server on 127.0.0.1:`port` as `user` (none: "").
-inline Reply CallApi(int port, const std::string& method, const std::string& path,
-                     const nlohmann::json& body = nlohmann::json(),
-                     const std::string& user = "alice") {
+// One REST call to the server on 127.0.0.1:`port` with bearer `token` (none: "").
+inline Reply CallApiWithToken(int port, const std::string& method, const std::string& path,
+                              const nlohmann::json& body, const std::string& token) {
   httplib::Client c("127.0.0.1", port);
   c.set_connection_timeout(5);
   c.set_read_timeout(30);
-  std::string target = path;
-  if (!user.empty()) {
-    target += (path.find('?') == std::string::npos ? "?" : "&") + ("user.name=" + user);
-  }
+  if (!token.empty()) c.set_bearer_token_auth(token.c_str());
+  const std::string& target = path;
   std::string payload = body.is_null() ? "" : body.dump();
   httplib::Result r = method == "GET"    ? c.Get(target)
                       : method == "POST" ? c.Post(target, payload, "application/json")
@@ -184,6 +217,14 @@ inline Reply CallApi(int port, const std::string& method, const std::string& pat
   out.text = r->body;
   out.body = nlohmann::json::parse(r->body, nullptr, false);
   return out;
+}
+
+// One REST call to `server` over TCP as tenant `user` (with its token; none: "").
+inline Reply CallApi(ServerProcess& server, const std::string& method, const std::string& path,
+                     const nlohmann::json& body = nlohmann::json(),
+                     const std::string& user = "alice") {
+  return CallApiWithToken(server.port(), method, path, body,
+                          user.empty() ? "" : server.Token(user));
 }
 
 // Polls `done` until it holds (true) or `timeout` passes (a test failure naming `what`).

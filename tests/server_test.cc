@@ -127,7 +127,7 @@ class ServerTest : public ::testing::Test {
 
   Reply Call(const std::string& method, const std::string& path, const json& body = json(),
              const std::string& user = "alice") {
-    return CallApi(server_->port(), method, path, body, user);
+    return CallApi(*server_, method, path, body, user);
   }
 
   bool WaitFor(const std::string& what, std::chrono::milliseconds timeout,
@@ -296,7 +296,8 @@ TEST_F(ServerTest, CrashingInstanceBacksOffThenFailsTheAssembly) {
   EXPECT_GE(launches[3] - launches[2], 800);
   // Its stderr is kept.
   httplib::Client cl("127.0.0.1", server_->port());
-  auto logs = cl.Get("/tarn/v1/services/crash/instances/bad-0/logs?user.name=alice&stream=stderr");
+  cl.set_bearer_token_auth(server_->Token("alice").c_str());
+  auto logs = cl.Get("/tarn/v1/services/crash/instances/bad-0/logs?stream=stderr");
   ASSERT_TRUE(logs);
   EXPECT_EQ(logs->status, 200);
   EXPECT_NE(logs->body.find("going down"), std::string::npos) << logs->body;
@@ -554,10 +555,11 @@ TEST_F(ServerTest, UsersAreIsolated) {
             404);
   ASSERT_EQ(Call("PUT", "/app/v1/services/same", {{"state", "STOPPED"}}, "bob").status, 200);
   EXPECT_EQ(State("same", "alice"), "STABLE");
-  // No user: 401.
+  // No credentials: 401, and user.name (Hadoop simple auth, off by default) is no credential.
   Reply anon = Call("GET", "/app/v1/services", json(), "");
   EXPECT_EQ(anon.status, 401);
-  EXPECT_NE(anon.body["diagnostics"].get<std::string>().find("user.name"), std::string::npos);
+  EXPECT_NE(anon.body["diagnostics"].get<std::string>().find("Bearer"), std::string::npos);
+  EXPECT_EQ(Call("GET", "/app/v1/services?user.name=alice", json(), "").status, 401);
   auto live = LiveInstances(state_);
   WaitFor("bob's to stop", 20s, [&] {
     live = LiveInstances(state_);
@@ -659,9 +661,7 @@ TEST_F(ServerTest, TwoUsersShareGpusByQueueAndAThirdGangWaitsForRoom) {
   }
   EXPECT_NE(listed.find("waiting for resources"), std::string::npos) << list.text;
   EXPECT_NE(listed.find("GPU"), std::string::npos) << list.text;
-  const std::vector<std::string> env = {"TARN_ADDR=127.0.0.1:" + std::to_string(server_->port()),
-                                        "TARN_USER=alice"};
-  CommandResult cli = RunTarn({"list"}, env, dir_);
+  CommandResult cli = RunTarn({"list"}, server_->CliEnv("alice"), dir_);
   EXPECT_NE(cli.out.find("waiting for resources"), std::string::npos) << cli.out << cli.err;
   Reply nodes = Call("GET", "/tarn/v1/nodes", json(), "alice");
   std::set<std::string> holders;
@@ -700,7 +700,8 @@ TEST_F(ServerTest, BadRequestsGetClearErrors) {
   EXPECT_NE(diag(r).find("components[0].number_of_containers"), std::string::npos) << r.text;
   // Not JSON at all.
   httplib::Client c("127.0.0.1", server_->port());
-  auto raw = c.Post("/app/v1/services?user.name=alice", "{\"name\": ", "application/json");
+  c.set_bearer_token_auth(server_->Token("alice").c_str());
+  auto raw = c.Post("/app/v1/services", "{\"name\": ", "application/json");
   ASSERT_TRUE(raw);
   EXPECT_EQ(raw->status, 400);
   EXPECT_NE(raw->body.find("not valid JSON"), std::string::npos) << raw->body;
@@ -724,7 +725,7 @@ TEST_F(ServerTest, BadRequestsGetClearErrors) {
   EXPECT_EQ(diag(r), "assembly nope not found");
   r = Call("GET", "/no/such/path");
   EXPECT_EQ(r.status, 404);
-  auto patch = c.Patch("/app/v1/services/ok?user.name=alice", "{}", "application/json");
+  auto patch = c.Patch("/app/v1/services/ok", "{}", "application/json");
   ASSERT_TRUE(patch);
   EXPECT_EQ(patch->status, 405);
   EXPECT_EQ(patch->get_header_value("Allow"), "GET, PUT, DELETE");
@@ -1001,9 +1002,7 @@ TEST_F(ServerTest, StatusSaysWhenNamesDoNotResolveInContainers) {
   StartServer();
   ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("plain", 1)).status, 202);
   ASSERT_TRUE(WaitState("plain", "STABLE"));
-  CommandResult r = RunTarn({"status", "plain", "--addr",
-                             "127.0.0.1:" + std::to_string(server_->port()), "--user", "alice"},
-                            {}, dir_);
+  CommandResult r = RunTarn({"status", "plain"}, server_->CliEnv("alice"), dir_);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("names: names do not resolve through the system resolver (container_names "
                        "is \"none\"); programs must ask tarn's DNS server at 127.0.0.1:"),
@@ -1185,8 +1184,8 @@ TEST_F(ServerTest, RandomKillNineDuringLaunchesAndFlexes) {
 // The CLI against a real server, as a user types it.
 TEST_F(ServerTest, CliDrivesARealServer) {
   StartServer();
-  const std::vector<std::string> env = {"TARN_ADDR=127.0.0.1:" + std::to_string(server_->port()),
-                                        "TARN_USER=alice"};
+  // Over the Unix socket, root acting as alice ($TARN_USER means --as for root).
+  const std::vector<std::string> env = server_->CliEnv("alice");
   const std::string sleeper = std::string(TARN_SOURCE_DIR) + "/examples/sleeper/sleeper.yaml";
   CommandResult r = RunTarn({"launch", "--wait", "--timeout", "60", sleeper}, env, dir_);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
@@ -1199,9 +1198,19 @@ TEST_F(ServerTest, CliDrivesARealServer) {
   EXPECT_NE(r.out.find("from 2 to 3"), std::string::npos) << r.out;
   r = RunTarn({"list"}, env, dir_);
   EXPECT_NE(r.out.find("sleeper-service"), std::string::npos) << r.out;
-  r = RunTarn({"status", "sleeper-service"}, {env[0], "TARN_USER=bob"}, dir_);
+  r = RunTarn({"status", "sleeper-service"}, server_->CliEnv("bob"), dir_);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "tarn: assembly sleeper-service not found (HTTP 404)\n");
+  // Over TCP with alice's token (no acting as anyone: the token says who).
+  const std::vector<std::string> tcp = {"TARN_ADDR=127.0.0.1:" + std::to_string(server_->port()),
+                                        "TARN_TOKEN=" + server_->Token("alice")};
+  r = RunTarn({"status", "sleeper-service"}, tcp, dir_);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sleeper-2"), std::string::npos) << r.out;
+  r = RunTarn({"status", "sleeper-service"}, {tcp[0], "TARN_TOKEN=tarn_nonsense"}, dir_);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("tarn: the bearer token is malformed"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(HTTP 401)"), std::string::npos) << r.err;
   r = RunTarn({"events", "sleeper-service"}, env, dir_);
   EXPECT_NE(r.out.find("FLEX"), std::string::npos) << r.out;
   r = RunTarn({"nodes"}, env, dir_);
@@ -1226,8 +1235,7 @@ TEST_F(ServerTest, LogsFollowStreamsUntilTheRunEnds) {
     Reply s = Call("GET", "/app/v1/services/talk");
     return s.body["components"][0]["containers"][0]["state"] == "READY";
   });
-  const std::vector<std::string> env = {"TARN_ADDR=127.0.0.1:" + std::to_string(server_->port()),
-                                        "TARN_USER=alice"};
+  const std::vector<std::string> env = server_->CliEnv("alice");
   auto t0 = std::chrono::steady_clock::now();
   CommandResult r = RunTarn({"logs", "-f", "talk", "t-0"}, env, dir_, 30s);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -1299,7 +1307,7 @@ TEST_F(ServerTest, HalfOpenConnectionsLeaveTheApiAnsweringAndCloseAtTheHeaderDea
   for (int i = 0; i < 200; ++i) {
     slow.push_back(std::make_unique<tarn::http::testing::RawClient>(server_->port()));
     ASSERT_TRUE(slow.back()->connected()) << i;
-    ASSERT_TRUE(slow.back()->Send("GET /app/v1/services/calm?user.name=alice HTTP/1.1\r\n"
+    ASSERT_TRUE(slow.back()->Send("GET /app/v1/services/calm HTTP/1.1\r\n"
                                   "Host: x\r\n"));
   }
   const auto t0 = std::chrono::steady_clock::now();
@@ -1322,10 +1330,11 @@ TEST_F(ServerTest, HalfOpenConnectionsLeaveTheApiAnsweringAndCloseAtTheHeaderDea
 TEST_F(ServerTest, ABodyOverTheLimitGets413ThatTheStillSendingClientReads) {
   WriteConfig({{"http", {{"max_body_bytes", 1 << 20}}}});
   StartServer();
+  const std::string token = server_->Token("alice");
   tarn::http::testing::RawClient c(server_->port());
   const std::string body(8u << 20, ' ');
-  ASSERT_TRUE(c.Send("POST /app/v1/services?user.name=alice HTTP/1.1\r\nHost: x\r\n"
-                     "Content-Type: application/json\r\nContent-Length: " +
+  ASSERT_TRUE(c.Send("POST /app/v1/services HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                     token + "\r\nContent-Type: application/json\r\nContent-Length: " +
                      std::to_string(body.size()) + "\r\n\r\n"));
   EXPECT_TRUE(c.Send(body)) << "reset while sending the body: the answer is lost";
   ::shutdown(c.fd(), SHUT_WR);
@@ -1344,6 +1353,7 @@ TEST_F(ServerTest, SixtyFourClientsReadStatusForEightSecondsWithoutAnError) {
   StartServer();
   ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("busy", 2)).status, 202);
   ASSERT_TRUE(WaitState("busy", "STABLE"));
+  const std::string token = server_->Token("alice");
   std::atomic<int64_t> answered{0}, failed{0};
   std::atomic<bool> stop{false};
   std::string first_failure;
@@ -1354,8 +1364,9 @@ TEST_F(ServerTest, SixtyFourClientsReadStatusForEightSecondsWithoutAnError) {
       httplib::Client c("127.0.0.1", server_->port());  // one kept-alive connection each
       c.set_keep_alive(true);
       c.set_read_timeout(10);
+      c.set_bearer_token_auth(token.c_str());
       while (!stop) {
-        auto r = c.Get("/app/v1/services/busy?user.name=alice");
+        auto r = c.Get("/app/v1/services/busy");
         const bool ok = r && r->status == 200 &&
                         json::parse(r->body, nullptr, false).value("state", "") == "STABLE";
         ++(ok ? answered : failed);
@@ -1383,6 +1394,7 @@ TEST_F(ServerTest, ReadsDuringABurstOfFlexesShowOnlyCommittedCounts) {
   json a = Sleeper("burst", 1);
   a["state"] = "STOPPED";
   ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
+  const std::string token = server_->Token("alice");
   constexpr int kFlexes = 60;
   std::atomic<int> acknowledged{1};  // the newest count a PUT was answered 200 for
   std::atomic<int> in_flight{1};     // the count being written now
@@ -1399,8 +1411,9 @@ TEST_F(ServerTest, ReadsDuringABurstOfFlexesShowOnlyCommittedCounts) {
   // Lists too, which walk a whole snapshot while newer ones are published.
   readers.emplace_back([&] {
     httplib::Client c("127.0.0.1", server_->port());
+    c.set_bearer_token_auth(token.c_str());
     while (!done) {
-      auto res = c.Get("/app/v1/services?user.name=alice");
+      auto res = c.Get("/app/v1/services");
       const json list = res ? json::parse(res->body, nullptr, false) : json();
       if (!res || res->status != 200 || !list.is_array() || list.size() != 1 ||
           list[0].value("name", "") != "burst") {
@@ -1411,10 +1424,11 @@ TEST_F(ServerTest, ReadsDuringABurstOfFlexesShowOnlyCommittedCounts) {
   for (int r = 0; r < 4; ++r) {
     readers.emplace_back([&] {
       httplib::Client c("127.0.0.1", server_->port());
+      c.set_bearer_token_auth(token.c_str());
       int last = 0;
       while (!done) {
         const int floor = acknowledged.load();  // acknowledged before this read began
-        auto res = c.Get("/app/v1/services/burst?user.name=alice");
+        auto res = c.Get("/app/v1/services/burst");
         const int ceiling = in_flight.load();  // nothing past this was ever written
         if (!res || res->status != 200) {
           violation("GET failed");

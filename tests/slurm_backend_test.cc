@@ -156,7 +156,7 @@ class SlurmBackendTest : public ::testing::Test {
   }
 
   Reply Call(const std::string& method, const std::string& path, const json& body = json()) {
-    return CallApi(server_->port(), method, path, body);
+    return CallApi(*server_, method, path, body);
   }
 
   bool WaitFor(const std::string& what, std::chrono::milliseconds timeout,
@@ -297,8 +297,7 @@ TEST_F(SlurmBackendTest, AnAssemblyLivesOnSlurm) {
   }
 
   // tarn logs shows the job's stdout.
-  const std::vector<std::string> env = {"TARN_ADDR=127.0.0.1:" + std::to_string(server_->port()),
-                                        "TARN_USER=alice"};
+  const std::vector<std::string> env = server_->CliEnv("alice");
   tarn::testing::CommandResult logs = tarn::testing::RunTarn({"logs", "sl", "a-0"}, env, dir_);
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_NE(logs.out.find("ip=" + Instances("sl")["a-0"]["ip"].get<std::string>()),

@@ -1,6 +1,7 @@
 // Runs the tarn binary as a user would, for the tests under tests/: posix_spawn (the tests
 // have threads, so no fork), stdout through a pipe the test can read while it runs, stderr
-// to a file, and the caller's environment without any TARN_* variable plus `env`.
+// to a file, and the caller's environment without any TARN_* variable plus `env` (whose
+// entries replace the caller's of the same name).
 #pragma once
 
 #include <fcntl.h>
@@ -29,11 +30,12 @@ struct CommandResult {
   std::string err;
 };
 
-// A spawned tarn whose stdout is a pipe the test reads; stderr goes to a file.
+// A spawned tarn whose stdout is a pipe the test reads; stderr goes to a file. With a
+// `wrapper` ({"/usr/bin/setpriv", "--reuid=1001", ...}) tarn runs under that command.
 class TarnProcess {
  public:
   TarnProcess(const std::vector<std::string>& args, const std::vector<std::string>& env,
-              const std::string& cwd) {
+              const std::string& cwd, const std::vector<std::string>& wrapper = {}) {
     char dir_template[] = "/tmp/tarn-client-test-XXXXXX";
     dir_ = ::mkdtemp(dir_template);
     err_path_ = dir_ + "/err";
@@ -43,15 +45,25 @@ class TarnProcess {
 
     // Everything the child needs is built before spawning: the test process has threads.
     std::vector<std::string> env_strings;
+    auto named_in_env = [&env](const std::string& entry) {
+      const std::string key = entry.substr(0, entry.find('=') + 1);
+      for (const std::string& e : env) {
+        if (e.rfind(key, 0) == 0) return true;
+      }
+      return false;
+    };
     for (char** e = environ; *e != nullptr; ++e) {
-      if (std::string(*e).rfind("TARN_", 0) != 0) env_strings.push_back(*e);
+      const std::string entry = *e;
+      if (entry.rfind("TARN_", 0) != 0 && !named_in_env(entry)) env_strings.push_back(entry);
     }
     env_strings.insert(env_strings.end(), env.begin(), env.end());
     std::vector<char*> envp;
     for (std::string& e : env_strings) envp.push_back(e.data());
     envp.push_back(nullptr);
-    std::vector<std::string> arg_strings = {TARN_BINARY};
+    std::vector<std::string> arg_strings = wrapper;
+    arg_strings.push_back(TARN_BINARY);
     arg_strings.insert(arg_strings.end(), args.begin(), args.end());
+    const std::string program = arg_strings.front();
     std::vector<char*> argv;
     for (std::string& a : arg_strings) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -62,10 +74,10 @@ class TarnProcess {
     posix_spawn_file_actions_addopen(&actions, 2, err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                      0600);
     posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
-    int rc = ::posix_spawn(&pid_, TARN_BINARY, &actions, nullptr, argv.data(), envp.data());
+    int rc = ::posix_spawn(&pid_, program.c_str(), &actions, nullptr, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
     ::close(out[1]);
-    EXPECT_EQ(rc, 0) << "cannot spawn " << TARN_BINARY;
+    EXPECT_EQ(rc, 0) << "cannot spawn " << program;
   }
 
   ~TarnProcess() {

@@ -52,12 +52,15 @@ def read_idx(path):
     return dims, data[4 + 4 * len(dims):]
 
 
-def http_json(host, port, method, path, body=None, timeout=30):
+def http_json(host, port, method, path, body=None, timeout=30, token=None):
     """(status, parsed JSON or None). Raises OSError for connection failures."""
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     try:
         payload = None if body is None else json.dumps(body).encode()
-        conn.request(method, path, payload, {"Content-Type": "application/json"})
+        headers = {"Content-Type": "application/json"}
+        if token:
+            headers["Authorization"] = "Bearer " + token
+        conn.request(method, path, payload, headers)
         r = conn.getresponse()
         text = r.read()
         try:
@@ -76,8 +79,11 @@ class Tarn:
         self.port = free_port()
         self.state = os.path.join(workdir, "state")
         self.log_path = os.path.join(workdir, "server.log")
+        self.socket = os.path.join(workdir, "tarn.sock")
+        self.token = None
         self.args = [binary, "server", "--listen", f"127.0.0.1:{self.port}", "--state-dir",
-                     self.state, "--dns", f"127.0.0.1:{free_port()}", "--config", config]
+                     self.state, "--dns", f"127.0.0.1:{free_port()}", "--config", config,
+                     "--socket", self.socket]
         self.start()
 
     def start(self):
@@ -86,6 +92,8 @@ class Tarn:
         for _ in range(200):
             try:
                 if http_json("127.0.0.1", self.port, "GET", "/healthz")[0] == 200:
+                    if self.token is None:
+                        self.token = self.make_token()
                     return
             except OSError:
                 pass
@@ -95,13 +103,21 @@ class Tarn:
         raise RuntimeError("tarn server did not start:\n" + open(self.log_path).read())
 
     def cli(self, *args):
-        env = dict(os.environ, TARN_ADDR=f"127.0.0.1:{self.port}", TARN_USER=USER)
+        """The CLI over the server's Unix socket; as root, $TARN_USER means --as."""
+        env = dict(os.environ, TARN_SOCKET=self.socket, TARN_USER=USER)
+        env.pop("TARN_ADDR", None)
         return subprocess.run([self.binary, *args], env=env, capture_output=True, text=True)
 
+    def make_token(self):
+        """A bearer token of the demo's tenant for the REST calls over TCP, made over the socket."""
+        r = self.cli("token", "create", "--name", f"demo-{os.getpid()}", "--ttl", "1d")
+        if r.returncode != 0 or not r.stdout.startswith("tarn_"):
+            raise RuntimeError("tarn token create failed: " + r.stderr)
+        return r.stdout.strip()
+
     def get(self, path, **params):
-        params["user.name"] = USER
-        status, body = http_json("127.0.0.1", self.port, "GET",
-                                 path + "?" + urllib.parse.urlencode(params))
+        query = ("?" + urllib.parse.urlencode(params)) if params else ""
+        status, body = http_json("127.0.0.1", self.port, "GET", path + query, token=self.token)
         return body if status == 200 else None
 
     def status(self):
@@ -117,8 +133,8 @@ class Tarn:
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
         try:
             conn.request("GET", f"/tarn/v1/services/{NAME}/instances/{instance}/logs?"
-                         + urllib.parse.urlencode({"user.name": USER, "tail": size,
-                                                   "stream": stream}))
+                         + urllib.parse.urlencode({"tail": size, "stream": stream}),
+                         headers={"Authorization": "Bearer " + self.token})
             r = conn.getresponse()
             return r.read().decode(errors="replace") if r.status == 200 else ""
         finally:

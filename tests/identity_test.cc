@@ -1,0 +1,524 @@
+// Who is asking (issue 21, DESIGN.md "Who"): real local accounts made here with useradd (and
+// removed after), a real `tarn server` as root, the real CLI run as those accounts (setpriv)
+// over the real Unix socket, and REST calls over the real TCP listener with tokens.
+//
+// Needs root (useradd, setpriv, containers run as the tenant's uid); skips itself otherwise.
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <pwd.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server_process.h"
+#include "tarn_process.h"
+
+namespace {
+
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+using tarn::testing::CallApiWithToken;
+using tarn::testing::CommandResult;
+using tarn::testing::Reply;
+using tarn::testing::ServerProcess;
+
+bool Sh(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()) == 0; }
+
+// A local account this test made (and removes).
+struct Account {
+  std::string name;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string home;
+};
+
+// The accounts and the group of the whole suite, made once: useradd takes a while.
+class Accounts {
+ public:
+  // Names unique to this run (a pid suffix), so that no account of the machine is touched.
+  bool Make() {
+    const std::string n = std::to_string(::getpid() % 100000);
+    group_ = "tgpu" + n;
+    if (!Sh("groupadd " + group_)) return Fail("groupadd " + group_);
+    made_group_ = true;
+    for (const auto& [key, groups] :
+         std::vector<std::pair<std::string, std::string>>{{"alice", ""},
+                                                          {"bob", ""},
+                                                          {"carol", group_},
+                                                          {"oper", ""},
+                                                          {"coll_x", ""},
+                                                          {"coll-x", ""}}) {
+      const std::string name = "t" + n + key;
+      if (::getpwnam(name.c_str()) != nullptr) return Fail("account " + name + " exists already");
+      if (!Sh("useradd -m -s /bin/sh " + (groups.empty() ? "" : "-G " + groups + " ") + name)) {
+        return Fail("useradd " + name);
+      }
+      const passwd* pw = ::getpwnam(name.c_str());
+      if (pw == nullptr) return Fail("getpwnam " + name);
+      made_.push_back(Account{name, pw->pw_uid, pw->pw_gid, pw->pw_dir});
+      by_key_[key] = made_.size() - 1;
+    }
+    return true;
+  }
+  void Remove() {
+    for (const Account& a : made_) Sh("userdel -r " + a.name);
+    made_.clear();
+    if (made_group_) Sh("groupdel " + group_);
+    made_group_ = false;
+  }
+  const Account& operator[](const std::string& key) const { return made_.at(by_key_.at(key)); }
+  const std::string& group() const { return group_; }
+  const std::string& error() const { return error_; }
+
+ private:
+  bool Fail(const std::string& what) {
+    error_ = what + " failed";
+    return false;
+  }
+  std::vector<Account> made_;
+  std::map<std::string, size_t> by_key_;
+  std::string group_;
+  bool made_group_ = false;
+  std::string error_;
+};
+
+Accounts* accounts = nullptr;
+
+class IdentityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0) return;
+    accounts = new Accounts();
+    if (!accounts->Make()) {
+      skip_reason_ = accounts->error();
+      accounts->Remove();
+    }
+  }
+  static void TearDownTestSuite() {
+    if (accounts != nullptr) accounts->Remove();
+    delete accounts;
+    accounts = nullptr;
+  }
+
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (useradd, setpriv, containers)";
+    if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
+    char tmpl[] = "/tmp/tarn-identity-test-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    ::chmod(dir_.c_str(), 0711);  // the accounts reach the socket and read the files in it
+    range_lock_ = tarn::testing::LockAddressRange(&range_);
+    ASSERT_GE(range_lock_, 0) << "no free test address range";
+  }
+
+  void TearDown() override {
+    if (server_ && server_->pid() > 0) {
+      // Destroy every tenant's assemblies (root's token is an admin's), then stop.
+      const std::string root = RootToken();
+      Reply list = Rest("GET", "/app/v1/services?tenant=*", json(), root);
+      for (const json& a : list.body.is_array() ? list.body : json::array()) {
+        const std::string path = "/app/v1/services/" + a.value("name", "") +
+                                 "?tenant=" + a.value("user", "");
+        Rest("DELETE", path, json(), root);
+        tarn::testing::WaitFor(path + " to be destroyed", 30s,
+                               [&] { return Rest("GET", path, json(), root).status == 404; });
+      }
+      EXPECT_TRUE(server_->Terminate()) << server_->log();
+    }
+    server_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    if (range_lock_ >= 0) ::close(range_lock_);
+  }
+
+  void StartServer(json extra = json::object()) {
+    json config = {{"probe_interval_ms", 100},
+                   {"address_range", range_},
+                   {"dns_upstream", json::array()},
+                   {"nodes", json::array({{{"name", "node-1"},
+                                           {"vcores", 64},
+                                           {"memory_mb", 65536},
+                                           {"gpus", 0}}})}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) config[it.key()] = it.value();
+    std::ofstream(dir_ + "/config.json") << config.dump(2);
+    server_ = std::make_unique<ServerProcess>(dir_ + "/state", dir_ + "/config.json");
+    server_->set_socket(dir_ + "/tarn.sock");
+    ASSERT_TRUE(server_->Start()) << server_->log();
+  }
+
+  // The CLI as `who` (an account key, or "root"), with that account's home and no TARN_*
+  // variable but the socket's and `env`.
+  CommandResult Tarn(const std::string& who, std::vector<std::string> args,
+                     std::vector<std::string> env = {}) {
+    env.push_back("TARN_SOCKET=" + server_->socket());
+    std::vector<std::string> wrapper;
+    if (who != "root") {
+      const Account& a = (*accounts)[who];
+      wrapper = {"/usr/bin/setpriv", "--reuid=" + std::to_string(a.uid),
+                 "--regid=" + std::to_string(a.gid), "--init-groups"};
+      env.push_back("HOME=" + a.home);
+      env.push_back("USER=" + a.name);
+      env.push_back("LOGNAME=" + a.name);
+    }
+    tarn::testing::TarnProcess p(args, env, "/tmp", wrapper);
+    return p.Finish(60s);
+  }
+
+  // A token of `who`'s own, made by it over the socket.
+  std::string TokenOf(const std::string& who, std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"token", "create"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    CommandResult r = Tarn(who, args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.out.substr(0, r.out.find('\n'));
+  }
+  std::string RootToken() {
+    if (root_token_.empty()) root_token_ = TokenOf("root", {"--name", "test-root"});
+    return root_token_;
+  }
+
+  Reply Rest(const std::string& method, const std::string& path, const json& body,
+             const std::string& token) {
+    return CallApiWithToken(server_->port(), method, path, body, token);
+  }
+
+  // An assembly file `name` readable by every account: one sleeper whose output is its uid.
+  std::string AssemblyFile(const std::string& name, const std::string& queue = "") {
+    json a = {{"name", name},
+              {"version", "1"},
+              {"components", json::array({{{"name", "sleeper"},
+                                           {"number_of_containers", 1},
+                                           {"launch_command", "sh -c 'id -u; exec sleep 1000'"},
+                                           {"resource", {{"cpus", 1}, {"memory", "64"}}}}})}};
+    if (!queue.empty()) a["queue"] = queue;
+    const std::string path = dir_ + "/" + name + ".json";
+    std::ofstream(path) << a.dump(2);
+    ::chmod(path.c_str(), 0644);
+    return path;
+  }
+
+  // The audit log's events, as root reads them with `tarn audit`.
+  std::vector<json> Audit() {
+    CommandResult r = Tarn("root", {"audit", "--limit", "100000"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<json> out;
+    size_t start = 0;
+    while (start < r.out.size()) {
+      size_t end = r.out.find('\n', start);
+      if (end == std::string::npos) end = r.out.size();
+      json e = json::parse(r.out.substr(start, end - start), nullptr, false);
+      if (!e.is_discarded()) out.push_back(std::move(e));
+      start = end + 1;
+    }
+    return out;
+  }
+
+  static std::string Tenant(const std::string& key) { return (*accounts)[key].name; }
+
+  static inline std::string skip_reason_;
+  std::string dir_, range_;
+  int range_lock_ = -1;
+  std::unique_ptr<ServerProcess> server_;
+  std::string root_token_;
+};
+
+// How many audit events record `method path...` (path a prefix) answered `status`; with
+// `denied`, only denials.
+size_t Audited(const std::vector<json>& events, const std::string& method,
+               const std::string& path_prefix, int status, bool denied = true) {
+  size_t n = 0;
+  for (const json& e : events) {
+    if ((!denied || e.value("decision", "") == "deny") && e.value("method", "") == method &&
+        e.value("path", "").rfind(path_prefix, 0) == 0 && e.value("status", 0) == status) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+TEST_F(IdentityTest, BobCanNeitherActAsAliceNorTouchHerAssembly) {
+  StartServer();
+  const std::string alice = Tenant("alice"), bob = Tenant("bob");
+  CommandResult launched = Tarn("alice", {"launch", AssemblyFile("secret")});
+  ASSERT_EQ(launched.exit_code, 0) << launched.err;
+  const std::string bob_token = TokenOf("bob", {"--name", "main"});
+  ASSERT_EQ(bob_token.rfind("tarn_", 0), 0u) << bob_token;
+
+  // The CLI over the socket: TARN_USER and --user are ignored with a warning; --as is
+  // refused; in each case alice's assembly does not exist for bob.
+  CommandResult r = Tarn("bob", {"status", "secret"}, {"TARN_USER=" + alice});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("is ignored: you act as " + bob), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("(HTTP 404)"), std::string::npos) << r.err;
+  for (const std::string verb : {"status", "stop", "destroy"}) {
+    r = Tarn("bob", {verb, "secret", "--user", alice});
+    EXPECT_EQ(r.exit_code, 1) << verb;
+    EXPECT_NE(r.err.find("(HTTP 404)"), std::string::npos) << verb << ": " << r.err;
+  }
+  r = Tarn("bob", {"flex", "secret", "sleeper", "3", "--as", alice});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("(HTTP 403)"), std::string::npos) << r.err;
+  r = Tarn("bob", {"launch", AssemblyFile("as-alice"), "--as", alice});
+  EXPECT_NE(r.err.find("(HTTP 403)"), std::string::npos) << r.err;
+
+  // Over TCP: ?user.name= (simple auth is off) and forged proxy headers are not credentials;
+  // with bob's token they are ignored, and bob is bob.
+  const std::string secret = "/app/v1/services/secret";
+  EXPECT_EQ(Rest("GET", secret + "?user.name=" + alice, json(), "").status, 401);
+  EXPECT_EQ(Rest("GET", secret + "?user.name=" + alice, json(), bob_token).status, 404);
+  EXPECT_EQ(Rest("GET", secret + "?tenant=" + alice, json(), bob_token).status, 404);
+  EXPECT_EQ(Rest("PUT", secret + "?tenant=" + alice, json{{"state", "STOPPED"}}, bob_token).status,
+            404);
+  EXPECT_EQ(Rest("DELETE", secret + "?user.name=" + alice, json(), bob_token).status, 404);
+  EXPECT_EQ(Rest("POST", "/app/v1/services?tenant=" + alice,
+                 json::parse(std::ifstream(AssemblyFile("as-alice"))), bob_token)
+                .status,
+            403);
+  for (const char* header : {"X-Remote-User", "X-Forwarded-User", "Impersonate-User"}) {
+    httplib::Client c("127.0.0.1", server_->port());
+    httplib::Headers h = {{header, alice}};
+    auto got = c.Get(secret.c_str(), h);
+    ASSERT_TRUE(got);
+    EXPECT_EQ(got->status, 401) << header;  // no token: nobody
+    h.emplace("Authorization", "Bearer " + bob_token);
+    got = c.Get(secret.c_str(), h);
+    ASSERT_TRUE(got);
+    // Impersonate-User is heard, and refused to a user; the others are never read.
+    EXPECT_EQ(got->status, std::string(header) == "Impersonate-User" ? 403 : 404) << header;
+  }
+
+  // A token of bob's named after alice is still bob's.
+  const std::string named_alice = TokenOf("bob", {"--name", alice});
+  EXPECT_EQ(Rest("GET", secret, json(), named_alice).status, 404);
+  Reply who = Rest("GET", "/tarn/v1/whoami", json(), named_alice);
+  EXPECT_EQ(who.body.value("tenant", ""), bob) << who.text;
+
+  // Revoked, expired, truncated, made up: 401 saying which.
+  const std::string revoked = TokenOf("bob", {"--name", "gone"});
+  ASSERT_EQ(Tarn("bob", {"token", "revoke", "gone"}).exit_code, 0);
+  const std::string expired = TokenOf("bob", {"--name", "brief", "--ttl", "1s"});
+  std::this_thread::sleep_for(1500ms);
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {revoked, "revoked"},
+      {expired, "expired"},
+      {bob_token.substr(0, bob_token.size() - 5), "malformed"},
+      {"tarn_" + std::string(43, 'A'), "unknown"}};
+  for (const auto& [token, reason] : bad) {
+    Reply denied = Rest("GET", secret, json(), token);
+    EXPECT_EQ(denied.status, 401) << reason;
+    EXPECT_EQ(denied.body.value("reason", ""), reason) << denied.text;
+    EXPECT_EQ(denied.text.find(alice), std::string::npos) << denied.text;  // no names leak
+  }
+
+  // bob's user token mints no operator or admin token, over the socket or TCP.
+  for (const char* role : {"operator", "admin"}) {
+    r = Tarn("bob", {"token", "create", "--role", role});
+    EXPECT_EQ(r.exit_code, 1) << role;
+    EXPECT_NE(r.err.find("(HTTP 403)"), std::string::npos) << r.err;
+    EXPECT_EQ(Rest("POST", "/tarn/v1/tokens", json{{"role", role}}, bob_token).status, 403);
+  }
+  // Nor a token of alice's, nor reads the audit log.
+  EXPECT_EQ(Rest("POST", "/tarn/v1/tokens?tenant=" + alice, json::object(), bob_token).status,
+            403);
+  EXPECT_EQ(Tarn("bob", {"audit"}).exit_code, 1);
+
+  // Alice's assembly is untouched; bob's own runs as bob's uid, alice's as hers.
+  CommandResult mine = Tarn("bob", {"launch", AssemblyFile("mine"), "--wait", "--timeout", "60"});
+  ASSERT_EQ(mine.exit_code, 0) << mine.err;
+  ASSERT_EQ(Tarn("alice", {"launch", AssemblyFile("hers"), "--wait", "--timeout", "60"}).exit_code,
+            0);
+  for (const auto& [key, name] : std::vector<std::pair<std::string, std::string>>{
+           {"bob", "mine"}, {"alice", "hers"}}) {
+    std::string out;
+    tarn::testing::WaitFor(name + "'s output", 20s, [&] {
+      out = Tarn(key, {"logs", name, "sleeper-0"}).out;
+      return !out.empty();
+    });
+    EXPECT_EQ(out, std::to_string((*accounts)[key].uid) + "\n") << key;
+  }
+  r = Tarn("alice", {"status", "secret", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).value("state", ""), "STABLE");
+
+  // Every denial has its audit line, with who and why; so has every state-changing request
+  // (bob's stop and destroy of "secret" with --user ignored addressed his own namespace:
+  // audited, answered 404, not denials).
+  const std::vector<json> events = Audit();
+  EXPECT_GE(Audited(events, "GET", secret, 404), 1u);
+  EXPECT_GE(Audited(events, "PUT", secret, 404), 1u);
+  EXPECT_GE(Audited(events, "GET", secret, 401), 7u);
+  EXPECT_GE(Audited(events, "GET", secret, 403), 1u);  // Impersonate-User
+  EXPECT_GE(Audited(events, "PUT", secret, 403), 1u);  // flex --as
+  EXPECT_GE(Audited(events, "PUT", secret, 404, false), 2u);
+  EXPECT_GE(Audited(events, "DELETE", secret, 404, false), 2u);
+  EXPECT_GE(Audited(events, "POST", "/app/v1/services", 403), 2u);  // launch --as, ?tenant=
+  EXPECT_GE(Audited(events, "POST", "/tarn/v1/tokens", 403), 5u);
+  EXPECT_GE(Audited(events, "GET", "/tarn/v1/audit", 403), 1u);
+  bool expired_seen = false, hidden_seen = false;
+  for (const json& e : events) {
+    if (e.value("status", 0) == 401 && e["auth"].value("failure", "") == "expired") {
+      expired_seen = true;
+    }
+    if (e.value("status", 0) == 404 && e.value("decision", "") == "deny" &&
+        e.contains("user") && e["user"].value("tenant", "") == bob &&
+        e["user"].value("uid", -1) == static_cast<int>((*accounts)["bob"].uid)) {
+      hidden_seen = true;
+      EXPECT_NE(e.value("reason", "").find(alice), std::string::npos) << e.dump();
+      EXPECT_FALSE(e.value("time", "").empty()) << e.dump();
+    }
+  }
+  EXPECT_TRUE(expired_seen);
+  EXPECT_TRUE(hidden_seen);
+}
+
+TEST_F(IdentityTest, RootActsAsAnotherAndTheAuditLineHasBothNames) {
+  StartServer();
+  const std::string alice = Tenant("alice");
+  ASSERT_EQ(Tarn("alice", {"launch", AssemblyFile("job")}).exit_code, 0);
+  CommandResult r = Tarn("root", {"flex", "job", "sleeper", "2", "--as", alice});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // For root, --user and $TARN_USER mean --as.
+  r = Tarn("root", {"status", "job", "-o", "json"}, {"TARN_USER=" + alice});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).value("user", ""), alice);
+  bool found = false;
+  for (const json& e : Audit()) {
+    if (e.value("method", "") == "PUT" && e.contains("impersonated_by")) {
+      found = true;
+      EXPECT_EQ(e["user"].value("tenant", ""), alice) << e.dump();
+      EXPECT_EQ(e["user"].value("uid", -1), static_cast<int>((*accounts)["alice"].uid));
+      EXPECT_EQ(e["impersonated_by"].value("uid", -1), 0) << e.dump();
+      EXPECT_EQ(e["impersonated_by"].value("role", ""), "admin");
+      EXPECT_EQ(e["auth"].value("method", ""), "socket");
+      EXPECT_EQ(e.value("status", 0), 200) << e.dump();
+    }
+  }
+  EXPECT_TRUE(found);
+}
+
+TEST_F(IdentityTest, OperatorsAndQueueAclsDecideWhoMayDoWhat) {
+  StartServer({{"auth", {{"operators", Tenant("oper")}}},
+               {"queues", json::array({{{"name", "gpu"},
+                                        {"capacity", 50},
+                                        {"acl_submit_applications", " " + accounts->group()}},
+                                       {{"name", "default"}, {"capacity", 50}}})}});
+  const std::string alice = Tenant("alice");
+  ASSERT_EQ(Tarn("alice", {"launch", AssemblyFile("work")}).exit_code, 0);
+  // A user can't stop another tenant's assembly (it does not exist for them); an operator can.
+  CommandResult r = Tarn("bob", {"stop", "work", "--tenant", alice});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("(HTTP 404)"), std::string::npos) << r.err;
+  r = Tarn("oper", {"stop", "work", "--tenant", alice});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Tarn("oper", {"list", "--tenant", "*", "-o", "json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out).size(), 1u) << r.out;
+  // An operator's token is no admin's: no tokens for others.
+  const std::string op_token = TokenOf("oper");
+  EXPECT_EQ(Rest("POST", "/tarn/v1/tokens?tenant=" + alice, json::object(), op_token).status, 403);
+
+  // The gpu queue admits its group's members only.
+  r = Tarn("bob", {"launch", AssemblyFile("train", "gpu")});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("(HTTP 403)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gpu does not admit account " + Tenant("bob")), std::string::npos) << r.err;
+  r = Tarn("carol", {"launch", AssemblyFile("train", "gpu")});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+}
+
+TEST_F(IdentityTest, TwoAccountsWhoseLabelsCollideAreNotMerged) {
+  StartServer();
+  CommandResult first = Tarn("coll_x", {"whoami", "-o", "json"});
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const json me = json::parse(first.out);
+  EXPECT_EQ(me.value("account", ""), Tenant("coll_x"));
+  CommandResult second = Tarn("coll-x", {"whoami"});
+  EXPECT_EQ(second.exit_code, 1);
+  EXPECT_NE(second.err.find("(HTTP 403)"), std::string::npos) << second.err;
+  EXPECT_NE(second.err.find("\"" + Tenant("coll-x") + "\", which another local account already holds"),
+            std::string::npos)
+      << second.err;
+  // The first is still itself, after a restart too (the binding is stored).
+  ASSERT_TRUE(server_->Terminate());
+  ASSERT_TRUE(server_->Start()) << server_->log();
+  EXPECT_EQ(Tarn("coll_x", {"whoami"}).exit_code, 0);
+  EXPECT_EQ(Tarn("coll-x", {"whoami"}).exit_code, 1);
+}
+
+TEST_F(IdentityTest, BeyondLoopbackOnlyWithTlsAndTheCliVerifiesTheServer) {
+  // Refused at start, before listening, with the reason.
+  CommandResult refused = tarn::testing::RunTarn(
+      {"server", "--listen", "0.0.0.0:0", "--dns", "127.0.0.1:0", "--state-dir", dir_ + "/s0",
+       "--socket", dir_ + "/s0.sock"},
+      {}, "/tmp", 30s);
+  EXPECT_NE(refused.exit_code, 0);
+  EXPECT_NE(refused.err.find("0.0.0.0"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("TLS"), std::string::npos) << refused.err;
+
+  ASSERT_TRUE(Sh("openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+                 "-addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout " +
+                 dir_ + "/key.pem -out " + dir_ + "/cert.pem"));
+  ::chmod((dir_ + "/cert.pem").c_str(), 0644);
+  StartServer({{"tls", {{"cert", dir_ + "/cert.pem"}, {"key", dir_ + "/key.pem"}}}});
+  EXPECT_NE(server_->log().find("listening on https://127.0.0.1:"), std::string::npos);
+  const std::string bob_token = TokenOf("bob");
+  const std::string addr = "https://127.0.0.1:" + std::to_string(server_->port());
+  CommandResult r = Tarn("bob", {"whoami", "--addr", addr, "--cacert", dir_ + "/cert.pem"},
+                         {"TARN_TOKEN=" + bob_token});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find(Tenant("bob")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("token"), std::string::npos) << r.out;
+  // $TARN_CACERT too; without the CA the server is not trusted.
+  r = Tarn("bob", {"list", "--addr", addr},
+           {"TARN_TOKEN=" + bob_token, "TARN_CACERT=" + dir_ + "/cert.pem"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = Tarn("bob", {"list", "--addr", addr}, {"TARN_TOKEN=" + bob_token});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("TLS handshake with tarn server at " + addr), std::string::npos) << r.err;
+  // The token file, written 0600 by `token create --save`, is what the CLI sends by default.
+  r = Tarn("bob", {"token", "create", "--name", "saved", "--save"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  struct stat st {};
+  ASSERT_EQ(::stat(((*accounts)["bob"].home + "/.config/tarn/token").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(st.st_uid, (*accounts)["bob"].uid);
+  r = Tarn("bob", {"whoami", "--addr", addr, "--cacert", dir_ + "/cert.pem"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("saved"), std::string::npos) << r.out;
+}
+
+TEST_F(IdentityTest, SimpleAuthOnlyWhenConfiguredAndOnlyOnLoopback) {
+  // Off by default: YARN's curl examples get 401, saying a credential is missing.
+  StartServer();
+  Reply off = Rest("GET", "/app/v1/services?user.name=" + Tenant("alice"), json(), "");
+  EXPECT_EQ(off.status, 401);
+  EXPECT_EQ(off.body.value("reason", ""), "missing") << off.text;
+  ASSERT_TRUE(server_->Terminate());
+  server_.reset();
+
+  StartServer({{"auth", {{"simple", true}}}});
+  EXPECT_NE(server_->log().find("any local account can act as any other"), std::string::npos)
+      << server_->log();
+  // YARN's Services API examples, as curl sends them.
+  const std::string alice = Tenant("alice");
+  json sleeper = json::parse(std::ifstream(AssemblyFile("yarn")));
+  EXPECT_EQ(Rest("POST", "/app/v1/services?user.name=" + alice, sleeper, "").status, 202);
+  Reply got = Rest("GET", "/app/v1/services/yarn?user.name=" + alice, json(), "");
+  EXPECT_EQ(got.status, 200) << got.text;
+  EXPECT_EQ(got.body.value("user", ""), alice);
+  EXPECT_EQ(Rest("PUT", "/app/v1/services/yarn/components/sleeper?user.name=" + alice,
+                 json{{"number_of_containers", 2}}, "")
+                .status,
+            200);
+  EXPECT_EQ(Rest("GET", "/app/v1/services/yarn?user.name=" + Tenant("bob"), json(), "").status,
+            404);
+  EXPECT_EQ(Rest("DELETE", "/app/v1/services/yarn?user.name=" + alice, json(), "").status, 200);
+}
+
+}  // namespace
