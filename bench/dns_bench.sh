@@ -74,7 +74,7 @@ trap 'exit 143' TERM HUP
 cat >"$DIR/config.json" <<'EOF'
 {"nodes": [{"name": "node-1", "vcores": 4096, "memory_mb": 16777216, "gpus": 0}]}
 EOF
-"$TARN" server --listen 127.0.0.1:0 --dns 127.0.0.1:0 --state-dir "$DIR/state" \
+"$TARN" server --listen 127.0.0.1:0 --socket "$DIR/tarn.sock" --dns 127.0.0.1:0 --state-dir "$DIR/state" \
   --config "$DIR/config.json" >"$DIR/server.log" 2>&1 </dev/null &
 SERVER_PID=$!
 PORT=""
@@ -100,10 +100,11 @@ cat >"$DIR/assembly.json" <<EOF
    "resource": {"cpus": 1, "memory": "16"},
    "configuration": {"properties": {"tarn.ports": "grpc:2222"}}}]}
 EOF
-code=$(http POST "$BASE/app/v1/services?user.name=$BENCH_USER" "$DIR/assembly.json")
+TOKEN=$(make_token "$TARN" "$DIR/tarn.sock") || die "tarn token create failed"
+code=$(http POST "$BASE/app/v1/services" "$DIR/assembly.json")
 [[ "$code" == 202 ]] || die "POST: HTTP $code: $(head -c 2000 "$DIR/body")"
 POSTED=1
-STATUS_URL="$BASE/app/v1/services/$NAME?user.name=$BENCH_USER"
+STATUS_URL="$BASE/app/v1/services/$NAME"
 
 # Wait for STABLE with every instance READY and addressed; then write the name->ip lines.
 ready=""

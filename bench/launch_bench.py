@@ -125,9 +125,10 @@ class Server:
         self.proc = subprocess.Popen(
             [tarn, "server", "--listen", "127.0.0.1:0", "--dns", "127.0.0.1:0",
              "--state-dir", self.state_dir,
-             "--config", self.config],
+             "--config", self.config, "--socket", os.path.join(self.dir, "tarn.sock")],
             stdout=self.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.port = None
+        self.token = ""
         self.conn = None
         self.shutdown_ms = None
         try:
@@ -144,6 +145,14 @@ class Server:
             if self.port is None:
                 raise BenchError("tarn server did not say where it listens within 20 s: "
                                  + self.log_text())
+            # USER's bearer token for the TCP API, made by root acting as USER over the socket.
+            r = subprocess.run([tarn, "token", "create", "--name", f"bench-{os.getpid()}",
+                                "--socket", os.path.join(self.dir, "tarn.sock")],
+                               env=dict(os.environ, TARN_USER=USER), capture_output=True,
+                               text=True, timeout=30)
+            if r.returncode != 0 or not r.stdout.startswith("tarn_"):
+                raise BenchError("tarn token create failed: " + r.stderr)
+            self.token = r.stdout.strip()
         except BaseException:
             self.stop()
             raise
@@ -161,7 +170,9 @@ class Server:
             if self.conn is None:
                 self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
             try:
-                headers = {"Content-Type": "application/json"} if body is not None else {}
+                headers = {"Authorization": "Bearer " + self.token}
+                if body is not None:
+                    headers["Content-Type"] = "application/json"
                 self.conn.request(method, path, body=body, headers=headers)
                 r = self.conn.getresponse()
                 data = r.read()
@@ -179,7 +190,7 @@ class Server:
         raise AssertionError("unreachable")
 
     def service_path(self, name):
-        return f"/app/v1/services/{name}?user.name={USER}"
+        return f"/app/v1/services/{name}"
 
     def launch(self, assembly, timeout_s, poll_list=False):
         """POSTs the assembly, polls until STABLE; returns (post_ms, stable_ms, polls,
@@ -188,7 +199,7 @@ class Server:
         body = json.dumps(assembly).encode()
         self.assemblies.append(name)
         t0 = now()
-        status, data = self.request("POST", f"/app/v1/services?user.name={USER}", body)
+        status, data = self.request("POST", "/app/v1/services", body)
         t_post = now()
         if status != 202:
             raise BenchError(f"POST {name}: HTTP {status}: {data[:2000]!r}")
@@ -197,7 +208,7 @@ class Server:
         last = None
         while True:
             if poll_list:  # the summaries of the user's assemblies: small
-                status, data = self.request("GET", f"/app/v1/services?user.name={USER}")
+                status, data = self.request("GET", "/app/v1/services")
             else:
                 status, data = self.request("GET", self.service_path(name))
             polls += 1

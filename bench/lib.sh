@@ -1,7 +1,8 @@
 # Shared by the bench scripts that drive a `tarn server` over HTTP (api_bench.sh,
 # dns_bench.sh). Source it after setting DIR (the run's temporary directory), NAME (the
 # benchmark's assembly), BENCH_USER, and, once known, BASE (http://127.0.0.1:PORT),
-# SERVER_PID and POSTED (1 once the assembly was posted); and after defining log().
+# SERVER_PID, TOKEN (BENCH_USER's bearer token, from make_token) and POSTED (1 once the
+# assembly was posted); and after defining log().
 
 # Pids whose environment has TARN_ASSEMBLY=$NAME exactly.
 instance_pids() {
@@ -18,10 +19,17 @@ for e in os.listdir("/proc"):
 PY
 }
 
-# http METHOD URL [BODYFILE] -> prints the status; the body goes to $DIR/body
+# make_token TARN SOCKET -> prints a bearer token of $BENCH_USER, made by root acting as it
+# over the server's Unix socket.
+make_token() {
+  TARN_USER="$BENCH_USER" "$1" token create --socket "$2" --name "bench-$$" --ttl 1d
+}
+
+# http METHOD URL [BODYFILE] -> prints the status; the body goes to $DIR/body. Sends $TOKEN.
 http() {
   local method=$1 url=$2 data=${3:-}
   local args=(-s -o "$DIR/body" -w '%{http_code}' --max-time 30 -X "$method")
+  [[ -n "${TOKEN:-}" ]] && args+=(-H "Authorization: Bearer $TOKEN")
   [[ -n "$data" ]] && args+=(-H 'Content-Type: application/json' --data-binary "@$data")
   curl "${args[@]}" "$url" || echo "curl-failed"
 }
@@ -32,11 +40,12 @@ http() {
 stop_tarn_server() {
   [[ -n "$SERVER_PID" ]] && kill -0 "$SERVER_PID" 2>/dev/null || return 0
   if [[ $POSTED -eq 1 ]]; then
-    curl -s -o /dev/null --max-time 30 -X DELETE "$BASE/app/v1/services/$NAME?user.name=$BENCH_USER"
+    curl -s -o /dev/null --max-time 30 -X DELETE -H "Authorization: Bearer $TOKEN" \
+      "$BASE/app/v1/services/$NAME"
     local gone=0 code
     for _ in $(seq 300); do
       code=$(curl -s -o /dev/null -w '%{http_code}' --max-time 5 \
-        "$BASE/app/v1/services/$NAME?user.name=$BENCH_USER")
+        -H "Authorization: Bearer $TOKEN" "$BASE/app/v1/services/$NAME")
       if [[ "$code" == 404 ]] && ! instance_pids | grep -q .; then gone=1; break; fi
       sleep 0.1
     done

@@ -88,7 +88,7 @@ std::vector<QueueConfig> Queues() {
   std::vector<QueueConfig> queues;
   for (int q = 0; q < kQueues; ++q) {
     // Guarantees add up to 100%; caps between 10% and 25%, so a busy queue meets its cap.
-    queues.push_back({"q" + std::to_string(q), 0.05, 0.10 + 0.05 * (q % 4), {}});
+    queues.push_back({"q" + std::to_string(q), 0.05, 0.10 + 0.05 * (q % 4), {}, {}});
   }
   return queues;
 }
