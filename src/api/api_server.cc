@@ -126,6 +126,17 @@ std::string OwnerOf(const ApiRequest& req) {
   return t.empty() ? req.caller->who.tenant : t;
 }
 
+// Whether the request is for the caller's own tenant; else answers 403 (a denial): `what`
+// is made by acting as the other tenant (`how`), which admins alone may.
+bool ForOwnTenant(const ApiRequest& req, ApiResponse& res, const std::string& what,
+                  const std::string& how) {
+  const std::string owner = OwnerOf(req);
+  if (owner == req.caller->who.tenant) return true;
+  res.denied = what + ": " + owner;
+  Error(res, 403, "tenant: " + what + " needs acting as it (" + how + ", admins only)");
+  return false;
+}
+
 // Whether the caller may read and drive assembly `name` of the addressed tenant (access.h);
 // sets *owner. Otherwise answers 404, exactly as for an assembly that does not exist, and
 // records the denial.
@@ -648,12 +659,7 @@ void ApiServer::Register() {
 
   h.Post("/app/v1/services", [&loop, domain](const ApiRequest& req, ApiResponse& res) {
     const std::string user = req.caller->who.tenant;
-    if (OwnerOf(req) != user) {
-      res.denied = "launch for tenant " + OwnerOf(req);
-      return Error(res, 403,
-                   "tenant: launching for another tenant needs acting as it (tarn --as, "
-                   "admins only)");
-    }
+    if (!ForOwnTenant(req, res, "launching for another tenant", "tarn launch --as NAME")) return;
     json body;
     if (!ParseBody(req, res, &body)) return;
     spec::ParseOptions po;
@@ -900,11 +906,8 @@ void ApiServer::Register() {
   const Clock* wall = options_.clock;
   h.Post("/tarn/v1/tokens", [tokens, wall](const ApiRequest& req, ApiResponse& res) {
     const auth::Caller& c = *req.caller;
-    if (OwnerOf(req) != c.who.tenant) {
-      res.denied = "a token for tenant " + OwnerOf(req);
-      return Error(res, 403,
-                   "tenant: a token of another tenant is made acting as it (tarn token create "
-                   "--as NAME, admins only)");
+    if (!ForOwnTenant(req, res, "a token of another tenant", "tarn token create --as NAME")) {
+      return;
     }
     json body;
     if (!ParseBody(req, res, &body)) return;

@@ -266,6 +266,7 @@ TEST(OpenApiTest, CredentialsWhereTheRouteNeedsThem) {
     EXPECT_EQ(responses.contains("403"), !r.open) << r.method << " " << r.regex;
     // A handler that addresses a tenant's assemblies takes ?tenant=.
     const bool tenant = r.handler.find("Addressed(") != std::string::npos ||
+                        r.handler.find("ForOwnTenant(") != std::string::npos ||
                         r.handler.find("OwnerOf(") != std::string::npos;
     bool refs = false;
     for (const json* list : {item, &op}) {

@@ -69,30 +69,35 @@ std::string_view AuthFailureName(AuthFailure failure) {
 
 Authenticator::Authenticator(Options options) : options_(std::move(options)) {}
 
-std::optional<LocalAccount> Authenticator::CachedByUid(uid_t uid) const {
-  const Clock::TimePoint now = options_.clock->Now();
+namespace {
+
+// `key`'s account from `cache` while fresh, else from `lookup` (NSS), kept for `ttl`. The
+// lookup runs without the lock: NSS may be slow (LDAP), and two racing lookups agree.
+template <class Key, class Map, class Lookup>
+std::optional<LocalAccount> CachedAccount(const Key& key, Map& cache, std::mutex& mu,
+                                          const Lookup& lookup, const Clock& clock,
+                                          std::chrono::milliseconds ttl) {
+  const Clock::TimePoint now = clock.Now();
   {
-    std::lock_guard lock(mu_);
-    auto it = by_uid_.find(uid);
-    if (it != by_uid_.end() && it->second.until > now) return it->second.account;
+    std::lock_guard lock(mu);
+    auto it = cache.find(key);
+    if (it != cache.end() && it->second.until > now) return it->second.account;
   }
-  std::optional<LocalAccount> a = options_.by_uid(uid);
-  std::lock_guard lock(mu_);
-  by_uid_[uid] = Cached{a, now + options_.account_ttl};
+  std::optional<LocalAccount> a = lookup(key);
+  std::lock_guard lock(mu);
+  cache[key] = {a, now + ttl};
   return a;
 }
 
+}  // namespace
+
+std::optional<LocalAccount> Authenticator::CachedByUid(uid_t uid) const {
+  return CachedAccount(uid, by_uid_, mu_, options_.by_uid, *options_.clock, options_.account_ttl);
+}
+
 std::optional<LocalAccount> Authenticator::CachedByName(const std::string& name) const {
-  const Clock::TimePoint now = options_.clock->Now();
-  {
-    std::lock_guard lock(mu_);
-    auto it = by_name_.find(name);
-    if (it != by_name_.end() && it->second.until > now) return it->second.account;
-  }
-  std::optional<LocalAccount> a = options_.by_name(name);
-  std::lock_guard lock(mu_);
-  by_name_[name] = Cached{a, now + options_.account_ttl};
-  return a;
+  return CachedAccount(name, by_name_, mu_, options_.by_name, *options_.clock,
+                       options_.account_ttl);
 }
 
 Role Authenticator::RoleOf(const std::string& account, const std::vector<std::string>& groups,
