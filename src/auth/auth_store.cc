@@ -115,6 +115,16 @@ Status AuthStore::Load() {
 }
 
 StatusOr<std::string> AuthStore::Bind(std::optional<uid_t> uid, const std::string& name) {
+  {
+    // Every request asks: the bound answer is a read, which the I/O threads share.
+    std::shared_lock read(mu_);
+    if (uid) {
+      if (auto it = label_of_uid_.find(*uid); it != label_of_uid_.end()) return it->second;
+    } else if (auto it = tenants_.find(UserToDnsLabel(name));
+               it != tenants_.end() && !it->second.uid) {
+      return it->first;
+    }
+  }
   std::lock_guard lock(mu_);
   if (uid) {
     if (auto it = label_of_uid_.find(*uid); it != label_of_uid_.end()) return it->second;
@@ -159,7 +169,7 @@ StatusOr<std::string> AuthStore::TenantOfRemote(const std::string& name) {
 }
 
 std::optional<TenantRecord> AuthStore::Tenant(const std::string& label) const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   auto it = tenants_.find(label);
   if (it == tenants_.end()) return std::nullopt;
   return it->second;
@@ -185,7 +195,7 @@ Status AuthStore::AddToken(const TokenRecord& r) {
 
 AuthStore::Found AuthStore::FindToken(std::string_view token, TokenRecord* record) const {
   const std::string hash = TokenHash(token);
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   auto it = tokens_.find(hash);
   // The map found it by the hash; the constant-time compare is the habit of never comparing
   // credentials with memcmp, not a defence the hash lookup needs.
@@ -200,7 +210,7 @@ AuthStore::Found AuthStore::FindToken(std::string_view token, TokenRecord* recor
 }
 
 std::vector<TokenRecord> AuthStore::Tokens(const std::string& tenant) const {
-  std::lock_guard lock(mu_);
+  std::shared_lock lock(mu_);
   std::vector<TokenRecord> out;
   for (const auto& [hash, t] : tokens_) {
     if (tenant.empty() || t.tenant == tenant) out.push_back(t);

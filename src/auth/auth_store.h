@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -86,7 +87,8 @@ class AuthStore {
 
   sqlite3* const db_;
   const Clock* const clock_;
-  mutable std::mutex mu_;
+  // Shared by the reads every request makes (a token, a tenant), exclusive for changes.
+  mutable std::shared_mutex mu_;
   std::map<std::string, TenantRecord> tenants_;   // by label; guarded by mu_
   std::map<uid_t, std::string> label_of_uid_;     // guarded by mu_
   std::map<std::string, TokenRecord> tokens_;     // by hash; guarded by mu_

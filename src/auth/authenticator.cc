@@ -74,12 +74,12 @@ namespace {
 // `key`'s account from `cache` while fresh, else from `lookup` (NSS), kept for `ttl`. The
 // lookup runs without the lock: NSS may be slow (LDAP), and two racing lookups agree.
 template <class Key, class Map, class Lookup>
-std::optional<LocalAccount> CachedAccount(const Key& key, Map& cache, std::mutex& mu,
+std::optional<LocalAccount> CachedAccount(const Key& key, Map& cache, std::shared_mutex& mu,
                                           const Lookup& lookup, const Clock& clock,
                                           std::chrono::milliseconds ttl) {
   const Clock::TimePoint now = clock.Now();
   {
-    std::lock_guard lock(mu);
+    std::shared_lock lock(mu);  // the I/O threads' lookups do not wait for each other
     auto it = cache.find(key);
     if (it != cache.end() && it->second.until > now) return it->second.account;
   }

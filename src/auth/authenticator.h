@@ -25,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 
@@ -100,7 +101,7 @@ class Authenticator {
     std::optional<LocalAccount> account;
     Clock::TimePoint until;
   };
-  mutable std::mutex mu_;
+  mutable std::shared_mutex mu_;
   mutable std::map<uid_t, Cached> by_uid_;          // guarded by mu_
   mutable std::map<std::string, Cached> by_name_;   // guarded by mu_
 };
