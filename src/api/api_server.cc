@@ -10,15 +10,13 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <stdexcept>
 #include <thread>
 
 #include "api/access.h"
 #include "api/json_views.h"
+#include "api/routes.h"
 #include "auth/audit_log.h"
-#include "auth/token.h"
-#include "common/dns_name.h"
 #include "common/number.h"
 #include "spec/parser.h"
 
@@ -26,43 +24,6 @@ namespace tarn::api {
 namespace {
 
 using json = nlohmann::json;
-
-// What a route's handler sees: the path percent-decoded, the query's parameters (with '+'
-// as a space), and the path's ([^/]+) segments in matches[1..].
-struct ApiRequest {
-  std::string method;  // as sent ("HEAD" runs the GET route)
-  std::string path;
-  std::multimap<std::string, std::string> params;
-  std::vector<std::string> matches;  // [0]: the whole path
-  std::string body;
-  const auth::Caller* caller = nullptr;  // set for every route but the open ones
-
-  bool has_param(const std::string& key) const { return params.count(key) > 0; }
-  std::string get_param_value(const std::string& key) const {
-    auto it = params.find(key);
-    return it == params.end() ? "" : it->second;
-  }
-};
-
-struct ApiResponse {
-  int status = 200;
-  std::string content_type = "application/json";
-  std::string body;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::shared_ptr<http::BodyStream> stream;  // a chunked body instead of `body`
-  // For the audit log: what the request named ("alice/fmnist"), and why it was denied when it
-  // was (a 404 that hides another tenant's assembly is a denial too).
-  std::string audit_object;
-  std::string denied;
-
-  void set_content(std::string text, std::string type) {
-    body = std::move(text);
-    content_type = std::move(type);
-  }
-  void set_header(std::string name, std::string value) {
-    headers.emplace_back(std::move(name), std::move(value));
-  }
-};
 
 ApiRequest ParseRequest(http::Request&& r) {
   ApiRequest req;
@@ -90,53 +51,6 @@ ApiRequest ParseRequest(http::Request&& r) {
   return req;
 }
 
-int HttpStatus(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kInvalidArgument:
-      return 400;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kAlreadyExists:
-    case StatusCode::kFailedPrecondition:
-    case StatusCode::kAborted:
-      return 409;
-    case StatusCode::kPermissionDenied:
-      return 403;
-    case StatusCode::kUnavailable:
-      return 503;
-    default:
-      return 500;
-  }
-}
-
-void Reply(ApiResponse& res, int status, const json& body) {
-  res.status = status;
-  res.set_content(body.dump(), "application/json");
-}
-
-void Error(ApiResponse& res, int status, const std::string& diagnostics) {
-  Reply(res, status, json{{"diagnostics", diagnostics}});
-}
-
-void Error(ApiResponse& res, const Status& s) { Error(res, HttpStatus(s), s.message()); }
-
-// The tenant whose assemblies the request addresses: ?tenant=, else the caller's own.
-std::string OwnerOf(const ApiRequest& req) {
-  std::string t = req.get_param_value("tenant");
-  return t.empty() ? req.caller->who.tenant : t;
-}
-
-// Whether the request is for the caller's own tenant; else answers 403 (a denial): `what`
-// is made by acting as the other tenant (`how`), which admins alone may.
-bool ForOwnTenant(const ApiRequest& req, ApiResponse& res, const std::string& what,
-                  const std::string& how) {
-  const std::string owner = OwnerOf(req);
-  if (owner == req.caller->who.tenant) return true;
-  res.denied = what + ": " + owner;
-  Error(res, 403, "tenant: " + what + " needs acting as it (" + how + ", admins only)");
-  return false;
-}
-
 // Whether the caller may read and drive assembly `name` of the addressed tenant (access.h);
 // sets *owner. Otherwise answers 404, exactly as for an assembly that does not exist, and
 // records the denial.
@@ -159,35 +73,6 @@ bool Addressed(const ApiRequest& req, ApiResponse& res, const ServiceLoop& loop,
   res.set_content(json{{"diagnostics", service::AssemblyNotFoundError(name).message()}}.dump(),
                   "application/json");
   return false;
-}
-
-bool ParseBody(const ApiRequest& req, ApiResponse& res, json* body) {
-  try {
-    *body = json::parse(req.body);
-  } catch (const json::parse_error& e) {
-    Error(res, 400, std::string("request body is not valid JSON: ") + e.what());
-    return false;
-  }
-  if (!body->is_object()) {
-    Error(res, 400, "request body: expected a JSON object");
-    return false;
-  }
-  return true;
-}
-
-// Rejects fields other than `allowed`, naming the first unknown one.
-bool OnlyFields(const json& body, std::initializer_list<const char*> allowed, ApiResponse& res) {
-  for (auto it = body.begin(); it != body.end(); ++it) {
-    bool ok = false;
-    for (const char* a : allowed) ok |= it.key() == a;
-    if (!ok) {
-      std::string list;
-      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
-      Error(res, 400, "request body: unknown field \"" + it.key() + "\" (expected " + list + ")");
-      return false;
-    }
-  }
-  return true;
 }
 
 // An instance's log as a chunked body: what the file holds from `offset`, then, when
@@ -244,91 +129,6 @@ constexpr double kLatencyBuckets[] = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                       0.05,   0.1,   0.25,   0.5,   1,    2.5};
 
 }  // namespace
-
-// The route table: paths written as the regexes httplib took (a literal, or ([^/]+) for one
-// segment), matched segment by segment; openapi_test reads the registrations below.
-class ApiServer::Routes {
- public:
-  using Handler = std::function<void(const ApiRequest&, ApiResponse&)>;
-  enum class Runs { kInline, kPool };  // on the I/O thread (reads a snapshot) or the pool
-
-  struct Route {
-    std::string method;
-    std::vector<std::string> segments;  // "" stands for ([^/]+)
-    Handler handler;
-    Runs runs;
-    bool open = false;  // answered without credentials (health, metrics, the API's description)
-  };
-
-  void Add(std::string method, const std::string& pattern, Handler handler, Runs runs,
-           bool open = false) {
-    Route r{std::move(method), {}, std::move(handler), runs, open};
-    std::string marked = pattern;  // ([^/]+) holds a '/': mark it before splitting at '/'
-    for (size_t g = marked.find(kSegment); g != std::string::npos; g = marked.find(kSegment, g)) {
-      marked.replace(g, kSegment.size(), "\x01");
-    }
-    for (const std::string& s : Split(marked)) {
-      if (s == "\x01") {
-        r.segments.emplace_back();
-      } else if (s.empty() || s.find_first_of("()[]*+?^$|\\") != std::string::npos) {
-        throw std::logic_error("route " + pattern + ": only literals and ([^/]+) segments");
-      } else {
-        r.segments.push_back(s);
-      }
-    }
-    routes_.push_back(std::move(r));
-  }
-
-  // The route for `method` (GET's for HEAD) and `path`, with the captured segments; else
-  // nullptr and the methods the path allows, if any.
-  const Route* Find(const std::string& method, const std::string& path,
-                    std::vector<std::string>* matches, std::string* allowed) const {
-    const std::vector<std::string> parts = Split(path);
-    const std::string& want = method == "HEAD" ? kGet : method;
-    for (const Route& r : routes_) {
-      if (!Matches(r, parts)) continue;
-      if (r.method == want) {
-        matches->assign(1, path);
-        for (size_t i = 0; i < parts.size(); ++i) {
-          if (r.segments[i].empty()) matches->push_back(parts[i]);
-        }
-        return &r;
-      }
-      if (allowed->find(r.method) == std::string::npos) {
-        *allowed += (allowed->empty() ? "" : ", ") + r.method;
-      }
-    }
-    return nullptr;
-  }
-
- private:
-  inline static const std::string kGet = "GET";
-  inline static const std::string kSegment = "([^/]+)";
-
-  // "/a/b" -> {"a", "b"}; a path that does not start with '/' -> {} (matches nothing).
-  static std::vector<std::string> Split(const std::string& path) {
-    std::vector<std::string> out;
-    if (path.empty() || path[0] != '/') return out;
-    size_t start = 1;
-    for (;;) {
-      const size_t slash = path.find('/', start);
-      out.push_back(path.substr(start, slash == std::string::npos ? slash : slash - start));
-      if (slash == std::string::npos) break;
-      start = slash + 1;
-    }
-    return out;
-  }
-
-  static bool Matches(const Route& r, const std::vector<std::string>& parts) {
-    if (parts.size() != r.segments.size()) return false;
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (r.segments[i].empty() ? parts[i].empty() : parts[i] != r.segments[i]) return false;
-    }
-    return true;
-  }
-
-  std::vector<Route> routes_;
-};
 
 struct ApiServer::Pool {
   explicit Pool(int threads) : pool(static_cast<size_t>(std::max(1, threads))) {}
@@ -618,27 +418,6 @@ std::string ApiServer::Metrics() const {
 }
 
 void ApiServer::Register() {
-  // h.Get/Post/Put/Delete(path, handler): openapi_test finds the routes, their query
-  // parameters and their statuses in the text below.
-  struct Router {
-    Routes& routes;
-    void Get(const std::string& p, Routes::Handler f, Routes::Runs runs = Routes::Runs::kInline) {
-      routes.Add("GET", p, std::move(f), runs);
-    }
-    // A GET anyone may make, without credentials.
-    void OpenGet(const std::string& p, Routes::Handler f) {
-      routes.Add("GET", p, std::move(f), Routes::Runs::kInline, /*open=*/true);
-    }
-    void Post(const std::string& p, Routes::Handler f) {
-      routes.Add("POST", p, std::move(f), Routes::Runs::kPool);
-    }
-    void Put(const std::string& p, Routes::Handler f) {
-      routes.Add("PUT", p, std::move(f), Routes::Runs::kPool);
-    }
-    void Delete(const std::string& p, Routes::Handler f) {
-      routes.Add("DELETE", p, std::move(f), Routes::Runs::kPool);
-    }
-  };
   Router h{*routes_};
   ServiceLoop& loop = *options_.loop;
   const Clock& clock = *options_.clock;
@@ -890,155 +669,7 @@ void ApiServer::Register() {
       },
       Routes::Runs::kPool);
 
-  // ---- Who is asking: the caller itself, its tokens, the audit log (admins) ----
-
-  h.Get("/tarn/v1/whoami", [](const ApiRequest& req, ApiResponse& res) {
-    const auth::Caller& c = *req.caller;
-    json out = IdentityJson(c.who);
-    out["groups"] = c.who.groups;
-    out["authenticated_by"] = std::string(auth::AuthMethodName(c.method));
-    if (c.method == auth::AuthMethod::kToken) out["token"] = c.token_name;
-    if (c.actor) out["impersonated_by"] = IdentityJson(*c.actor);
-    Reply(res, 200, out);
-  });
-
-  auth::AuthStore* tokens = options_.auth_store;
-  const Clock* wall = options_.clock;
-  h.Post("/tarn/v1/tokens", [tokens, wall](const ApiRequest& req, ApiResponse& res) {
-    const auth::Caller& c = *req.caller;
-    if (!ForOwnTenant(req, res, "a token of another tenant", "tarn token create --as NAME")) {
-      return;
-    }
-    json body;
-    if (!ParseBody(req, res, &body)) return;
-    if (!OnlyFields(body, {"name", "role", "ttl_seconds"}, res)) return;
-    auth::Role role = c.who.role;
-    if (auto r = body.find("role"); r != body.end()) {
-      if (!r->is_string()) return Error(res, 400, "role: expected user, operator or admin");
-      StatusOr<auth::Role> parsed = auth::ParseRole(r->get<std::string>());
-      if (!parsed.ok()) return Error(res, 400, parsed.status().message());
-      role = *parsed;
-    }
-    std::string name;
-    if (auto n = body.find("name"); n != body.end()) {
-      if (!n->is_string() || !IsDnsLabel(n->get<std::string>())) {
-        return Error(res, 400,
-                     "name: expected a token name of letters, digits and '-' (at most 63), got " +
-                         n->dump());
-      }
-      name = n->get<std::string>();
-    } else {
-      // The first free "token-N".
-      std::set<std::string> taken;
-      for (const auth::TokenRecord& t : tokens->Tokens(c.who.tenant)) taken.insert(t.name);
-      for (int i = 1; name.empty(); ++i) {
-        if (!taken.count("token-" + std::to_string(i))) name = "token-" + std::to_string(i);
-      }
-    }
-    int64_t expires_ms = 0;
-    if (auto t = body.find("ttl_seconds"); t != body.end()) {
-      if (!t->is_number_integer() || t->get<int64_t>() <= 0 ||
-          t->get<int64_t>() > int64_t{100} * 365 * 86400) {
-        return Error(res, 400,
-                     "ttl_seconds: expected whole seconds from 1 to 100 years, got " + t->dump());
-      }
-      expires_ms = wall->WallMillis() + t->get<int64_t>() * 1000;
-    }
-    res.audit_object = c.who.tenant + "/token/" + name;
-    if (role > c.who.role) {
-      res.denied = "a token's role cannot exceed its owner's";
-      return Error(res, 403,
-                   "role: a token's role cannot exceed its owner's (you are " +
-                       std::string(auth::RoleName(c.who.role)) + ", the token would be " +
-                       std::string(auth::RoleName(role)) + ")");
-    }
-    StatusOr<std::string> secret = auth::NewToken();
-    if (!secret.ok()) return Error(res, secret.status());
-    auth::TokenRecord record{c.who.tenant,
-                             name,
-                             auth::TokenHash(*secret),
-                             role,
-                             wall->WallMillis(),
-                             expires_ms,
-                             c.actor ? c.actor->account + " as " + c.who.account : c.who.account};
-    if (Status st = tokens->AddToken(record); !st.ok()) return Error(res, st);
-    Reply(res, 201,
-          json{{"name", name},
-               {"token", *secret},
-               {"tenant", c.who.tenant},
-               {"role", std::string(auth::RoleName(role))},
-               {"expires", expires_ms > 0 ? json(auth::Rfc3339Millis(expires_ms)) : json()},
-               {"diagnostics", "Token " + name + " created; it is shown this once"}});
-  });
-
-  h.Get("/tarn/v1/tokens", [tokens, wall](const ApiRequest& req, ApiResponse& res) {
-    const auth::Caller& c = *req.caller;
-    // ?tenant=NAME or * (admins): another tenant's tokens, or everyone's.
-    std::string tenant = OwnerOf(req);
-    if (tenant != c.who.tenant && c.who.role != auth::Role::kAdmin) {
-      res.denied = "listing another tenant's tokens";
-      return Error(res, 403, "tenant: listing another tenant's tokens needs the admin role");
-    }
-    json out = json::array();
-    const int64_t now = wall->WallMillis();
-    for (const auth::TokenRecord& t : tokens->Tokens(tenant == "*" ? "" : tenant)) {
-      out.push_back({{"name", t.name},
-                     {"tenant", t.tenant},
-                     {"role", std::string(auth::RoleName(t.role))},
-                     {"created", auth::Rfc3339Millis(t.created_ms)},
-                     {"created_by", t.created_by},
-                     {"expires", t.expires_ms > 0 ? json(auth::Rfc3339Millis(t.expires_ms)) : json()},
-                     {"expired", t.expires_ms > 0 && now >= t.expires_ms}});
-    }
-    Reply(res, 200, out);
-  });
-
-  h.Delete(R"(/tarn/v1/tokens/([^/]+))", [tokens](const ApiRequest& req, ApiResponse& res) {
-    const auth::Caller& c = *req.caller;
-    const std::string tenant = OwnerOf(req);
-    const std::string name = req.matches[1];
-    res.audit_object = tenant + "/token/" + name;
-    if (tenant != c.who.tenant && c.who.role != auth::Role::kAdmin) {
-      res.denied = "revoking another tenant's token";
-      return Error(res, 404, "no token named \"" + name + "\"");
-    }
-    if (Status st = tokens->RevokeToken(tenant, name); !st.ok()) return Error(res, st);
-    Reply(res, 200, json{{"diagnostics", "Token " + name + " revoked"}});
-  });
-
-  auth::AuditLog* audit = options_.audit;
-  h.Get(
-      "/tarn/v1/audit",
-      [audit](const ApiRequest& req, ApiResponse& res) {
-        if (req.caller->who.role != auth::Role::kAdmin) {
-          res.denied = "reading the audit log";
-          return Error(res, 403, "the audit log is for admins");
-        }
-        int64_t since = 0;
-        if (req.has_param("since")) {
-          StatusOr<int64_t> t = auth::ParseTime(req.get_param_value("since"));
-          if (!t.ok()) return Error(res, 400, "since: " + t.status().message());
-          since = *t;
-        }
-        int64_t limit = 1000;
-        if (req.has_param("limit")) {
-          auto l = ParseInt64(req.get_param_value("limit"));
-          if (!l || *l < 1 || *l > 100000) {
-            return Error(res, 400,
-                         "limit: expected 1 to 100000 events, got \"" +
-                             req.get_param_value("limit") + "\"");
-          }
-          limit = *l;
-        }
-        json out = json::array();
-        if (audit != nullptr) {
-          for (json& e : audit->Read(since, static_cast<size_t>(limit))) {
-            out.push_back(std::move(e));
-          }
-        }
-        Reply(res, 200, out);
-      },
-      Routes::Runs::kPool);
+  RegisterIdentityRoutes(h, options_.auth_store, options_.audit, options_.clock);
 }
 
 }  // namespace tarn::api

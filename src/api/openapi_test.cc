@@ -1,4 +1,5 @@
-// Checks docs/openapi.yaml against the routes src/api/api_server.cc registers: the file
+// Checks docs/openapi.yaml against the routes src/api/api_server.cc and identity_routes.cc
+// register: the file
 // parses with tarn's own YAML reader, every route is described with its method (and nothing
 // else is), credentials are required exactly where the route authenticates (all but the
 // open ones), and the query parameters and literal status codes each handler uses are
@@ -22,8 +23,8 @@
 #ifndef TARN_OPENAPI_PATH
 #error "TARN_OPENAPI_PATH must name docs/openapi.yaml"
 #endif
-#ifndef TARN_API_SERVER_SOURCE
-#error "TARN_API_SERVER_SOURCE must name src/api/api_server.cc"
+#if !defined(TARN_API_SERVER_SOURCE) || !defined(TARN_IDENTITY_ROUTES_SOURCE)
+#error "TARN_API_SERVER_SOURCE and TARN_IDENTITY_ROUTES_SOURCE must name src/api's route files"
 #endif
 
 namespace tarn::api {
@@ -58,7 +59,7 @@ const json& Document() {
   return doc;
 }
 
-// A route as api_server.cc registers it.
+// A route as api_server.cc or identity_routes.cc registers it.
 struct Route {
   std::string method;    // get, post, put, delete
   std::string regex;     // as written in the source
@@ -73,7 +74,9 @@ std::string Skeleton(const std::string& templ) {
 }
 
 std::vector<Route> SourceRoutes() {
-  const std::string src = ReadFile(TARN_API_SERVER_SOURCE);
+  // The two files that register routes, one after the other.
+  const std::string src =
+      ReadFile(TARN_API_SERVER_SOURCE) + "\n" + ReadFile(TARN_IDENTITY_ROUTES_SOURCE);
   struct Hit {
     size_t pos;
     size_t args;  // just past the '('
@@ -123,7 +126,7 @@ std::vector<Route> SourceRoutes() {
       }
     }
     if (end == std::string::npos) {
-      ADD_FAILURE() << "api_server.cc offset " << h.pos
+      ADD_FAILURE() << "route sources, offset " << h.pos
                     << ": the route's first argument is not a string literal";
       continue;
     }
@@ -219,7 +222,7 @@ TEST(OpenApiTest, CanBeCompiledIn) {
 
 TEST(OpenApiTest, EveryRouteIsDescribed) {
   const std::vector<Route> routes = SourceRoutes();
-  ASSERT_GE(routes.size(), 10u) << "the route scanner found too few routes in api_server.cc";
+  ASSERT_GE(routes.size(), 10u) << "the route scanner found too few routes in the route sources";
   for (const Route& r : routes) {
     std::string name;
     const json* item = FindPath(r.skeleton, &name);
@@ -238,7 +241,7 @@ TEST(OpenApiTest, EveryOperationIsARoute) {
     for (auto op = it.value().begin(); op != it.value().end(); ++op) {
       if (!kMethods.count(op.key())) continue;
       EXPECT_TRUE(registered.count({Skeleton(it.key()), op.key()}))
-          << op.key() << " " << it.key() << " is described but api_server.cc does not serve it";
+          << op.key() << " " << it.key() << " is described but no route serves it";
     }
   }
 }
@@ -259,7 +262,7 @@ TEST(OpenApiTest, CredentialsWhereTheRouteNeedsThem) {
     const bool open = op.contains("security") && op["security"].is_array() &&
                       op["security"].empty();
     EXPECT_EQ(open, r.open) << r.method << " " << r.regex
-                            << (r.open ? ": open in api_server.cc; give it security: []"
+                            << (r.open ? ": open in the route sources; give it security: []"
                                        : ": authenticates; drop its security: []");
     const json& responses = op.value("responses", json::object());
     EXPECT_EQ(responses.contains("401"), !r.open) << r.method << " " << r.regex;

@@ -1,0 +1,79 @@
+#include "api/routes.h"
+
+namespace tarn::api {
+
+using json = nlohmann::json;
+
+int HttpStatus(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kFailedPrecondition:
+    case StatusCode::kAborted:
+      return 409;
+    case StatusCode::kPermissionDenied:
+      return 403;
+    case StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+void Reply(ApiResponse& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(), "application/json");
+}
+
+void Error(ApiResponse& res, int status, const std::string& diagnostics) {
+  Reply(res, status, json{{"diagnostics", diagnostics}});
+}
+
+void Error(ApiResponse& res, const Status& s) { Error(res, HttpStatus(s), s.message()); }
+
+std::string OwnerOf(const ApiRequest& req) {
+  std::string t = req.get_param_value("tenant");
+  return t.empty() ? req.caller->who.tenant : t;
+}
+
+bool ForOwnTenant(const ApiRequest& req, ApiResponse& res, const std::string& what,
+                  const std::string& how) {
+  const std::string owner = OwnerOf(req);
+  if (owner == req.caller->who.tenant) return true;
+  res.denied = what + ": " + owner;
+  Error(res, 403, "tenant: " + what + " needs acting as it (" + how + ", admins only)");
+  return false;
+}
+
+bool ParseBody(const ApiRequest& req, ApiResponse& res, json* body) {
+  try {
+    *body = json::parse(req.body);
+  } catch (const json::parse_error& e) {
+    Error(res, 400, std::string("request body is not valid JSON: ") + e.what());
+    return false;
+  }
+  if (!body->is_object()) {
+    Error(res, 400, "request body: expected a JSON object");
+    return false;
+  }
+  return true;
+}
+
+bool OnlyFields(const json& body, std::initializer_list<const char*> allowed, ApiResponse& res) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    bool ok = false;
+    for (const char* a : allowed) ok |= it.key() == a;
+    if (!ok) {
+      std::string list;
+      for (const char* a : allowed) list += (list.empty() ? "" : ", ") + std::string(a);
+      Error(res, 400, "request body: unknown field \"" + it.key() + "\" (expected " + list + ")");
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace tarn::api
