@@ -1,5 +1,4 @@
 // The client verbs of identity: whoami, token create|list|revoke, audit.
-#include <chrono>
 #include <iostream>
 
 #include "cli/client_session.h"
@@ -52,30 +51,23 @@ std::optional<int64_t> DurationSeconds(const std::string& text) {
 }  // namespace
 
 int RunWhoami(const ClientFlags& flags) {
-  int exit_code = 0;
-  auto client = OpenClient(flags, &exit_code);
-  if (!client) return exit_code;
-  auto answer = client->Get("/tarn/v1/whoami");
-  if (!answer.ok()) return PrintError(answer.status());
-  if (flags.output == "json") {
-    PrintJson(*answer);
-    return 0;
-  }
-  std::string groups;
-  for (const json& g : answer->value("groups", json::array())) {
-    groups += (groups.empty() ? "" : ",") + (g.is_string() ? g.get<std::string>() : g.dump());
-  }
-  Table t({"TENANT", "ACCOUNT", "UID", "ROLE", "BY", "GROUPS"});
-  std::string by = Str(*answer, "authenticated_by");
-  if (answer->contains("token")) by += " " + Str(*answer, "token");
-  t.AddRow({Str(*answer, "tenant"), Str(*answer, "account"), Str(*answer, "uid"),
-            Str(*answer, "role"), by, groups.empty() ? "-" : groups});
-  std::cout << t.Render();
-  if (answer->contains("impersonated_by")) {
-    std::cout << "acting for it: " << Str((*answer)["impersonated_by"], "account") << " ("
-              << Str((*answer)["impersonated_by"], "role") << ")\n";
-  }
-  return 0;
+  return Show("/tarn/v1/whoami", flags, [](const json& me) {
+    std::string groups;
+    for (const json& g : me.value("groups", json::array())) {
+      groups += (groups.empty() ? "" : ",") + (g.is_string() ? g.get<std::string>() : g.dump());
+    }
+    Table t({"TENANT", "ACCOUNT", "UID", "ROLE", "BY", "GROUPS"});
+    std::string by = Str(me, "authenticated_by");
+    if (me.contains("token")) by += " " + Str(me, "token");
+    t.AddRow({Str(me, "tenant"), Str(me, "account"), Str(me, "uid"), Str(me, "role"), by,
+              groups.empty() ? "-" : groups});
+    std::string out = t.Render();
+    if (me.contains("impersonated_by")) {
+      out += "acting for it: " + Str(me["impersonated_by"], "account") + " (" +
+             Str(me["impersonated_by"], "role") + ")\n";
+    }
+    return out;
+  });
 }
 
 int RunTokenCreate(const TokenFlags& token, const ClientFlags& flags) {
@@ -143,17 +135,9 @@ int RunTokenList(const ClientFlags& flags) {
 }
 
 int RunTokenRevoke(const TokenFlags& token, const ClientFlags& flags) {
-  int exit_code = 0;
-  auto client = OpenClient(flags, &exit_code);
-  if (!client) return exit_code;
-  auto answer = client->Delete("/tarn/v1/tokens/" + UrlEncode(token.name));
-  if (!answer.ok()) return PrintError(answer.status());
-  if (flags.output == "json") {
-    PrintJson(*answer);
-  } else {
-    std::cout << Str(*answer, "diagnostics") << "\n";
-  }
-  return 0;
+  return Change(
+      [&](ApiClient& client) { return client.Delete("/tarn/v1/tokens/" + UrlEncode(token.name)); },
+      "Token " + token.name + " revoked", flags);
 }
 
 int RunAudit(const std::string& since, int64_t limit, const ClientFlags& flags) {
@@ -162,29 +146,23 @@ int RunAudit(const std::string& since, int64_t limit, const ClientFlags& flags) 
     // An age is turned into a time here; the server takes times.
     if (std::optional<int64_t> age = DurationSeconds(since);
         age && since.find_first_not_of("0123456789") != std::string::npos) {
-      const int64_t now = std::chrono::duration_cast<std::chrono::milliseconds>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count();
-      query.emplace_back("since", std::to_string(now - *age * 1000));
+      query.emplace_back("since", std::to_string(NowMs() - *age * 1000));
     } else {
       query.emplace_back("since", since);
     }
   }
   if (limit > 0) query.emplace_back("limit", std::to_string(limit));
-  int exit_code = 0;
-  auto client = OpenClient(flags, &exit_code);
-  if (!client) return exit_code;
-  auto answer = client->Get("/tarn/v1/audit", query);
-  if (!answer.ok()) return PrintError(answer.status());
-  if (flags.output == "json") {
-    PrintJson(*answer);
-    return 0;
-  }
-  // One event per line, as in the file.
-  for (const json& e : *answer) {
-    std::cout << e.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
-  }
-  return 0;
+  return Show(
+      "/tarn/v1/audit", flags,
+      [](const json& events) {
+        // One event per line, as in the file.
+        std::string out;
+        for (const json& e : events) {
+          out += e.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+        }
+        return out;
+      },
+      query);
 }
 
 }  // namespace tarn::cli

@@ -14,43 +14,6 @@ using json = nlohmann::json;
 
 std::string ServicePath(const std::string& name) { return "/app/v1/services/" + UrlEncode(name); }
 
-// GETs `path` and prints it as JSON or through `format`.
-int Show(const std::string& path, const ClientFlags& flags,
-         const std::function<std::string(const json&)>& format) {
-  int exit_code = 0;
-  auto client = OpenClient(flags, &exit_code);
-  if (!client) return exit_code;
-  auto answer = client->Get(path);
-  if (!answer.ok()) return PrintError(answer.status());
-  if (flags.output == "json") {
-    PrintJson(*answer);
-  } else {
-    std::cout << format(*answer);
-  }
-  return 0;
-}
-
-// Sends a change and prints the server's diagnostics, or `done` when it gave none.
-int Change(const std::function<StatusOr<json>(ApiClient&)>& request, const std::string& done,
-           const ClientFlags& flags) {
-  int exit_code = 0;
-  auto client = OpenClient(flags, &exit_code);
-  if (!client) return exit_code;
-  auto answer = request(*client);
-  if (!answer.ok()) return PrintError(answer.status());
-  if (flags.output == "json") {
-    PrintJson(*answer);
-    return 0;
-  }
-  std::string diagnostics;
-  if (answer->is_object()) {
-    auto it = answer->find("diagnostics");
-    if (it != answer->end() && it->is_string()) diagnostics = it->get<std::string>();
-  }
-  std::cout << (diagnostics.empty() ? done : diagnostics) << "\n";
-  return 0;
-}
-
 }  // namespace
 
 int RunList(const ClientFlags& flags) {

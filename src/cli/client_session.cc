@@ -8,6 +8,8 @@
 
 namespace tarn::cli {
 
+using json = nlohmann::json;
+
 std::unique_ptr<ApiClient> OpenClient(const ClientFlags& flags, int* exit_code, Acting* acting_out) {
   *exit_code = 2;
   std::string addr = flags.addr;
@@ -40,6 +42,41 @@ std::unique_ptr<ApiClient> OpenClient(const ClientFlags& flags, int* exit_code, 
   options.tenant = flags.tenant;
   *exit_code = 0;
   return ApiClient::Create(options);
+}
+
+int Show(const std::string& path, const ClientFlags& flags,
+         const std::function<std::string(const json&)>& format, const Query& query) {
+  int exit_code = 0;
+  auto client = OpenClient(flags, &exit_code);
+  if (!client) return exit_code;
+  auto answer = client->Get(path, query);
+  if (!answer.ok()) return PrintError(answer.status());
+  if (flags.output == "json") {
+    PrintJson(*answer);
+  } else {
+    std::cout << format(*answer);
+  }
+  return 0;
+}
+
+int Change(const std::function<StatusOr<json>(ApiClient&)>& request, const std::string& done,
+           const ClientFlags& flags) {
+  int exit_code = 0;
+  auto client = OpenClient(flags, &exit_code);
+  if (!client) return exit_code;
+  auto answer = request(*client);
+  if (!answer.ok()) return PrintError(answer.status());
+  if (flags.output == "json") {
+    PrintJson(*answer);
+    return 0;
+  }
+  std::string diagnostics;
+  if (answer->is_object()) {
+    auto it = answer->find("diagnostics");
+    if (it != answer->end() && it->is_string()) diagnostics = it->get<std::string>();
+  }
+  std::cout << (diagnostics.empty() ? done : diagnostics) << "\n";
+  return 0;
 }
 
 int PrintError(const Status& status) {

@@ -1,9 +1,12 @@
 // What every client verb does first and last: pick the server and the user from the flags
-// and the environment, and print results and errors the same way. Used by main's thread.
+// and the environment, read or change something, and print results and errors the same way.
+// Used by main's thread.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "cli/client.h"
 #include "cli/commands.h"
@@ -17,6 +20,17 @@ namespace tarn::cli {
 // an account without a name prints why and returns null with *exit_code = 2.
 std::unique_ptr<ApiClient> OpenClient(const ClientFlags& flags, int* exit_code,
                                       Acting* acting = nullptr);
+
+// GETs `path` (with `query`) and prints the answer as JSON or through `format`; the verb's
+// exit status.
+int Show(const std::string& path, const ClientFlags& flags,
+         const std::function<std::string(const nlohmann::json&)>& format,
+         const Query& query = {});
+
+// Sends a change and prints the server's diagnostics (or the JSON answer), or `done` when it
+// gave none; the verb's exit status.
+int Change(const std::function<StatusOr<nlohmann::json>(ApiClient&)>& request,
+           const std::string& done, const ClientFlags& flags);
 
 // Prints "tarn: <message>" on stderr; returns 1.
 int PrintError(const Status& status);
