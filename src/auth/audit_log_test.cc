@@ -6,25 +6,20 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/temp_dir.h"
+
 namespace tarn::auth {
 namespace {
 
 class AuditLogTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("audit_log_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   std::unique_ptr<AuditLog> Open(int64_t max_bytes, int keep) {
     auto log = AuditLog::Open({(dir_ / "audit.log").string(), max_bytes, keep, &clock_});
     EXPECT_TRUE(log.ok()) << log.status().ToString();
     return log.ok() ? std::move(*log) : nullptr;
   }
-  std::filesystem::path dir_;
+  TempDir tmp_{"audit-log-test"};
+  const std::filesystem::path dir_ = tmp_.path();
   FakeClock clock_;
 };
 

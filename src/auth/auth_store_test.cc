@@ -13,17 +13,9 @@ namespace {
 
 class AuthStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("auth_store_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-    Reopen();
-  }
+  void SetUp() override { Reopen(); }
   void TearDown() override {
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
   void Reopen() {
     store_.reset();
@@ -39,7 +31,8 @@ class AuthStoreTest : public ::testing::Test {
                        expires_ms, tenant};
   }
 
-  std::filesystem::path dir_;
+  TempDir tmp_{"auth-store-test"};
+  const std::filesystem::path dir_ = tmp_.path();
   FakeClock clock_;
   std::unique_ptr<AuthStore> store_;
 };

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "auth/token.h"
+#include "common/temp_dir.h"
 
 namespace tarn::auth {
 namespace {
@@ -23,11 +24,6 @@ const std::map<std::string, LocalAccount> kAccounts = {
 class AuthenticatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("authenticator_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
     auto store = AuthStore::Open((dir_ / "auth.db").string(), &clock_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     store_ = std::move(store).value();
@@ -38,7 +34,6 @@ class AuthenticatorTest : public ::testing::Test {
   void TearDown() override {
     auth_.reset();
     store_.reset();
-    std::filesystem::remove_all(dir_);
   }
   void Make() {
     Authenticator::Options o;
@@ -84,7 +79,8 @@ class AuthenticatorTest : public ::testing::Test {
     return secret;
   }
 
-  std::filesystem::path dir_;
+  TempDir tmp_{"authenticator-test"};
+  const std::filesystem::path dir_ = tmp_.path();
   FakeClock clock_;
   AuthConfig config_;
   std::unique_ptr<AuthStore> store_;

@@ -1,5 +1,6 @@
 #include "http/server.h"
 
+#include "common/temp_dir.h"
 #include "http/raw_client_for_test.h"
 
 #include <arpa/inet.h>
@@ -431,8 +432,8 @@ std::string AskTls(int port, const std::string& ca_file, const std::string& host
 }
 
 TEST(HttpTlsTest, ServesOverTlsWithTheHeadersAnAuthenticatingServerNeeds) {
-  char tmpl[] = "/tmp/http-tls-test-XXXXXX";
-  const std::string dir = ::mkdtemp(tmpl);
+  const TempDir tmp("http-tls-test");
+  const std::string& dir = tmp.path();
   ASSERT_TRUE(MakeCertificate(dir)) << "the openssl command failed";
   Server::Options o;
   o.listen.host = "127.0.0.1";
@@ -489,7 +490,6 @@ TEST(HttpTlsTest, ServesOverTlsWithTheHeadersAnAuthenticatingServerNeeds) {
       << missing.status().message();
   o.listen.tls_key_file.clear();
   EXPECT_FALSE(Server::Create(o, [](Request, Responder) {}).ok());
-  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(PercentDecodeTest, DecodesEscapesAndPlusOnlyInQueries) {
