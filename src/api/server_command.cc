@@ -1,7 +1,6 @@
 #include "api/server_command.h"
 
 #include <arpa/inet.h>
-#include <pwd.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -20,6 +19,7 @@
 #include "backend/local_backend.h"
 #include "backend/slurm_backend.h"
 #include "common/file.h"
+#include "common/local_paths.h"
 #include "registry/dns_server.h"
 #include "registry/registry.h"
 #include "runtime/shim_runtime.h"
@@ -29,16 +29,6 @@
 
 namespace tarn::api {
 namespace {
-
-std::string DefaultStateDir() {
-  if (::geteuid() == 0) return "/var/lib/tarn";
-  const char* home = std::getenv("HOME");
-  if (home == nullptr || *home == '\0') {
-    struct passwd* pw = ::getpwuid(::geteuid());
-    home = pw != nullptr ? pw->pw_dir : "/tmp";
-  }
-  return std::string(home) + "/.local/state/tarn";
-}
 
 // The directory of this executable: tarn-shim lives beside tarn, and instances find
 // tarn's binaries (tarn-train, tarn-serve) there first on their PATH.
@@ -59,11 +49,6 @@ bool IsLoopbackHost(const std::string& host) {
 }
 
 }  // namespace
-
-std::string DefaultSocketPath(const std::string& state_dir) {
-  if (::geteuid() == 0) return "/run/tarn/tarn.sock";
-  return (state_dir.empty() ? DefaultStateDir() : state_dir) + "/tarn.sock";
-}
 
 struct Daemon::Parts {
   RealClock clock;

@@ -12,18 +12,14 @@ struct ServerFlags {
   // TCP: HOST:PORT; port 0 picks a free one; "" for none. Callers there authenticate with a
   // bearer token; beyond loopback only with TLS (the config's "tls").
   std::string listen = "127.0.0.1:8088";
-  // The Unix socket, where the kernel says who the caller is; "": DefaultSocketPath().
+  // The Unix socket, where the kernel says who the caller is; "": common/local_paths.h's
+  // DefaultSocketPath() (root's at /run/tarn/tarn.sock, anyone else's in its state directory).
   std::string socket;
   std::string state_dir;                  // empty: /var/lib/tarn as root, else ~/.local/state/tarn
   std::string config;                     // JSON: queues, nodes, defaults; empty: defaults
   int fake_gpus = -1;                     // >= 0: pretend the node has this many GPUs
   std::string dns = "127.0.0.1:5353";     // HOST:PORT of the DNS server; "" for none
 };
-
-// Where `tarn server` listens for local clients unless --socket says otherwise: root's server
-// at /run/tarn/tarn.sock (every local account's CLI finds it there), anyone else's in its
-// state directory.
-std::string DefaultSocketPath(const std::string& state_dir);
 
 // Runs the server in the foreground until SIGINT/SIGTERM; returns the exit status.
 int RunServerCommand(const ServerFlags& flags);

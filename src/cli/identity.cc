@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "common/file.h"
+#include "common/local_paths.h"
 
 namespace tarn::cli {
 namespace {
@@ -19,18 +20,6 @@ namespace {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? v : "";
-}
-
-std::string HomeDir() {
-  std::string home = Env("HOME");
-  if (!home.empty()) return home;
-  struct passwd pw {};
-  struct passwd* result = nullptr;
-  char buf[4096];
-  if (::getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &result) == 0 && result != nullptr) {
-    return result->pw_dir;
-  }
-  return "/tmp";
 }
 
 bool Exists(const std::string& path) {
@@ -129,11 +118,10 @@ Status SaveToken(const std::string& token) {
 std::string SocketPath(const std::string& flag) {
   if (!flag.empty()) return flag;
   if (std::string s = Env("TARN_SOCKET"); !s.empty()) return s;
-  const std::string root = "/run/tarn/tarn.sock";
-  if (::geteuid() == 0 || Exists(root)) return root;
-  // `tarn server`'s default state directory when it is not root (api/server_command.cc).
-  const std::string own = HomeDir() + "/.local/state/tarn/tarn.sock";
-  return Exists(own) ? own : root;
+  if (::geteuid() == 0 || Exists(kRootSocketPath)) return kRootSocketPath;
+  // One's own server's, where it puts it when it is not root.
+  const std::string own = DefaultSocketPath();
+  return Exists(own) ? own : kRootSocketPath;
 }
 
 }  // namespace tarn::cli
