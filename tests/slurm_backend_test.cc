@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <pwd.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -236,7 +237,8 @@ class SlurmBackendTest : public ::testing::Test {
 
   static json Sleepers() {
     // 2 CPUs each: two instances fill a 4-CPU node, so the four land on both nodes.
-    const std::string cmd = "echo \"ip=$TARN_IP gpus=$CUDA_VISIBLE_DEVICES\"; exec sleep 1000";
+    const std::string cmd =
+        "echo \"ip=$TARN_IP gpus=$CUDA_VISIBLE_DEVICES uid=$(id -u)\"; exec sleep 1000";
     return {{"name", "sl"},
             {"version", "1"},
             {"components", json::array({{{"name", "a"},
@@ -286,8 +288,10 @@ TEST_F(SlurmBackendTest, AnAssemblyLivesOnSlurm) {
             [&] { return ReadAll(out_file).find("ip=") != std::string::npos; });
     EXPECT_NE(ReadAll(out_file).find("ip=" + ip + " "), std::string::npos) << ReadAll(out_file);
     if (name[0] == 'b') {  // one GPU from Slurm's GRES
-      EXPECT_NE(ReadAll(out_file).find("gpus=0\n"), std::string::npos) << ReadAll(out_file);
+      EXPECT_NE(ReadAll(out_file).find("gpus=0 "), std::string::npos) << ReadAll(out_file);
     }
+    // alice has no account here: her jobs run as the local user, never as the server's root.
+    EXPECT_NE(ReadAll(out_file).find("uid=65534\n"), std::string::npos) << ReadAll(out_file);
   }
   EXPECT_EQ(nodes.size(), 2u);
   std::map<std::string, std::string> live = LiveJobs("sl");
@@ -368,6 +372,65 @@ TEST_F(SlurmBackendTest, AnAssemblyLivesOnSlurm) {
   ASSERT_EQ(started.status, 200) << started.text;
   ASSERT_TRUE(WaitState("sl", "STABLE"));
   EXPECT_EQ(LiveJobs("sl").size(), 4u);
+}
+
+// A tenant with an account here: its jobs are submitted as that account (Slurm lists them
+// as its), run as it, and their directories are its alone; a link the job puts at its log's
+// name is not followed by `tarn logs`.
+TEST_F(SlurmBackendTest, ATenantsJobsAreItsOwn) {
+  const std::string name = "tsl" + std::to_string(::getpid() % 100000);
+  ASSERT_EQ(::getpwnam(name.c_str()), nullptr) << "account " << name << " exists already";
+  ASSERT_EQ(std::system(("useradd -M -s /bin/sh " + name + " >/dev/null 2>&1").c_str()), 0);
+  struct Remove {
+    std::string name;
+    ~Remove() { std::system(("userdel " + name + " >/dev/null 2>&1").c_str()); }
+  } remove{name};
+  const passwd* pw = ::getpwnam(name.c_str());
+  ASSERT_NE(pw, nullptr);
+  const uid_t uid = pw->pw_uid;
+  StartServer();
+  json a = {{"name", "own"},
+            {"version", "1"},
+            {"components",
+             json::array({{{"name", "c"},
+                           {"number_of_containers", 1},
+                           {"launch_command", "echo \"uid=$(id -u)\"; exec sleep 1000"},
+                           {"resource", {{"cpus", 1}, {"memory", "128"}}}}})}};
+  const std::string path = "/app/v1/services/own";
+  ASSERT_EQ(CallApi(*server_, "POST", "/app/v1/services", a, name).status, 202);
+  WaitFor("own to be STABLE", 90s, [&] {
+    return CallApi(*server_, "GET", path, {}, name).body.value("state", "") == "STABLE";
+  });
+  const std::string inst = shared_ + "/" + name + "/own/c-0";
+  WaitFor("c-0 to print its uid", 20s,
+          [&] { return ReadAll(inst + "/stdout.log").find("uid=") != std::string::npos; });
+  EXPECT_NE(ReadAll(inst + "/stdout.log").find("uid=" + std::to_string(uid) + "\n"),
+            std::string::npos)
+      << ReadAll(inst + "/stdout.log");
+  const std::string users =
+      Shell("SLURM_CONF=" + slurm_conf_ + " squeue -h -o '%j %u' -n tarn." + name + ".own.c-0.1");
+  EXPECT_EQ(users, "tarn." + name + ".own.c-0.1 " + name + "\n");
+  struct stat st {};
+  for (const std::string& d :
+       {inst, shared_ + "/.tarn/shared/" + name + "/own"}) {
+    ASSERT_EQ(::stat(d.c_str(), &st), 0) << d;
+    EXPECT_EQ(st.st_uid, uid) << d;
+    EXPECT_EQ(st.st_mode & 07, 0u) << d << ": other accounts may not enter";
+  }
+  // The records a restarted server trusts are not in the job's directory.
+  ASSERT_EQ(::stat((shared_ + "/" + name + "/own/.jobs").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 0u);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+
+  // As the job could: its stdout.log a link to a file only root may read.
+  ASSERT_EQ(::unlink((inst + "/stdout.log").c_str()), 0);
+  ASSERT_EQ(::symlink("/etc/shadow", (inst + "/stdout.log").c_str()), 0);
+  Reply logs = CallApi(*server_, "GET", "/tarn/v1/services/own/instances/c-0/logs", {}, name);
+  EXPECT_EQ(logs.text.find("root:"), std::string::npos) << logs.text;
+
+  ASSERT_EQ(CallApi(*server_, "DELETE", path, {}, name).status, 200);
+  WaitFor("own to be destroyed", 60s,
+          [&] { return CallApi(*server_, "GET", path, {}, name).status == 404; });
 }
 
 // What Slurm could never run is a clear failure that says why, before anything is

@@ -298,6 +298,17 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
 
   p->loop = std::make_unique<ServiceLoop>(p->clock);
   ServiceLoop* loop = p->loop.get();
+  // Containers (and Slurm jobs) run as the tenant's own account, found by the uid its label
+  // is bound to.
+  runtime::AccountLookup tenant_accounts = [store = p->auth_store.get()](const std::string& name)
+      -> std::optional<runtime::Account> {
+    std::optional<auth::TenantRecord> tenant = store->Tenant(name);
+    if (!tenant) return runtime::LookUpAccount(name);  // the local user, or an older tenant
+    if (!tenant->uid) return std::nullopt;             // a remote tenant: the local user
+    std::optional<auth::LocalAccount> a = auth::AccountByUid(*tenant->uid);
+    if (!a) return std::nullopt;
+    return runtime::Account{a->name, a->uid, a->gid};
+  };
   if (config.backend.type == BackendConfig::Type::kSlurm) {
     backend::SlurmBackend::Options so;
     so.slurm_conf = config.backend.slurm_conf;
@@ -313,6 +324,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     so.names = names;
     so.clock = &p->clock;
     so.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
+    so.accounts = tenant_accounts;
     auto slurm = backend::SlurmBackend::Create(std::move(so));
     if (!slurm.ok()) return slurm.status().WithContext(flags.config);
     p->backend = std::move(slurm).value();
@@ -328,16 +340,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     bo.address_range = config.address_range;
     bo.names = names;
     bo.runtime = p->runtime.get();
-    // Containers run as the tenant's own account, found by the uid its label is bound to.
-    bo.accounts = [store = p->auth_store.get()](const std::string& name)
-        -> std::optional<runtime::Account> {
-      std::optional<auth::TenantRecord> tenant = store->Tenant(name);
-      if (!tenant) return runtime::LookUpAccount(name);  // the local user, or an older tenant
-      if (!tenant->uid) return std::nullopt;             // a remote tenant: the local user
-      std::optional<auth::LocalAccount> a = auth::AccountByUid(*tenant->uid);
-      if (!a) return std::nullopt;
-      return runtime::Account{a->name, a->uid, a->gid};
-    };
+    bo.accounts = tenant_accounts;
     bo.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
     bo.worker_threads = config.worker_threads;
     ASSIGN_OR_RETURN(p->backend, backend::LocalBackend::Create(std::move(bo)));

@@ -100,9 +100,9 @@ struct RecordedStart {
   int64_t job_id = 0;  // 0: none
   int het_group = -1;
 };
-RecordedStart RecordedJob(const std::string& instance_dir, const std::string& container_id) {
+RecordedStart RecordedJob(const std::string& record, const std::string& container_id) {
   RecordedStart r;
-  auto text = ReadFileToString(instance_dir + "/job", 4096);
+  auto text = ReadFileToString(record, 4096);
   if (!text.ok()) return r;
   std::stringstream in(*text);
   std::string id, container, group;
@@ -183,9 +183,16 @@ SlurmBackend::~SlurmBackend() {
 // ---- Slurm commands ----
 
 StatusOr<CommandResult> SlurmBackend::RunSlurm(const std::vector<std::string>& argv,
-                                               std::chrono::milliseconds timeout) const {
+                                               std::chrono::milliseconds timeout,
+                                               const runtime::RunAs* as) const {
   std::vector<std::string> full;
-  if (!slurm_conf_.empty()) full = {"env", "SLURM_CONF=" + slurm_conf_};
+  if (as != nullptr && as->account.uid != ::geteuid()) {
+    // The kernel's uid is what Slurm's authentication (munge) vouches for: the job is the
+    // tenant's, run and accounted as it. --init-groups: the account's own groups, not ours.
+    full = {"setpriv", "--reuid=" + std::to_string(as->account.uid),
+            "--regid=" + std::to_string(as->account.gid), "--init-groups"};
+  }
+  if (!slurm_conf_.empty()) full.insert(full.end(), {"env", "SLURM_CONF=" + slurm_conf_});
   full.insert(full.end(), argv.begin(), argv.end());
   const std::chrono::milliseconds limit = timeout.count() > 0 ? timeout : options_.command_timeout;
   if (options_.run_command) return options_.run_command(full, limit);
@@ -209,6 +216,7 @@ SbatchRequest SlurmBackend::NewSbatch(const std::string& job_name, const std::st
     r.stdout_path = dir + "/stdout.log";
     r.stderr_path = dir + "/stderr.log";
     r.script_path = dir + "/job.sh";
+    r.chdir = dir;
   }
   return r;
 }
@@ -395,6 +403,21 @@ void SlurmBackend::DestroyAssembly(const std::string& user, const std::string& a
 
 // ---- Containers: the work ----
 
+namespace {
+
+// mkdir -p `path` (0750), owned by `as` when the server is root. `path`'s parent must be the
+// server's (so that no job can have put a link at `path`).
+Status GiveDirectory(const std::string& path, const runtime::RunAs& as) {
+  RETURN_IF_ERROR(MakeDirectories(path, 0750));
+  if (::geteuid() == 0 && ::lchown(path.c_str(), as.account.uid, as.account.gid) != 0) {
+    return InternalError(path + ": cannot give it to " + as.account.name + " (uid " +
+                         std::to_string(as.account.uid) + "): " + std::strerror(errno));
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
 LaunchContext SlurmBackend::ContextFor(const std::string& user) const {
   LaunchContext ctx;
   // TARN_SHARED_DIR and the work directories go under <shared_dir>/.tarn/ (a user name,
@@ -403,11 +426,21 @@ LaunchContext SlurmBackend::ContextFor(const std::string& user) const {
   ctx.user = user;
   ctx.domain = options_.domain;
   ctx.bin_dir = options_.bin_dir;
-  // The job runs as the account that submits it; the shim keeps it.
+  // The job runs as the account that submits it (RunAsFor); the shim keeps it.
   ctx.run_as.account.uid = ::geteuid();
   ctx.run_as.account.gid = ::getegid();
   ctx.run_as.reason = "Slurm runs jobs as the account that submits them";
   return ctx;
+}
+
+StatusOr<runtime::RunAs> SlurmBackend::RunAsFor(const std::string& user, bool privileged) const {
+  StatusOr<runtime::RunAs> as = runtime::ResolveRunAs(
+      options_.run_as_policy, user, privileged, ::geteuid(),
+      options_.accounts ? options_.accounts : runtime::AccountLookup(runtime::LookUpAccount));
+  if (as.ok() && ::geteuid() != 0) {
+    as->reason = "tarn server is not root: Slurm runs every job as the server's account";
+  }
+  return as;
 }
 
 std::string SlurmBackend::AssemblyDir(const std::string& user, const std::string& assembly) const {
@@ -457,13 +490,15 @@ std::vector<spec::NamedPort> SlurmBackend::InstancePorts(const InstanceRef& ref,
 StatusOr<runtime::ContainerSpec> SlurmBackend::PrepareInstance(const spec::Assembly& assembly,
                                                                const spec::Component& component,
                                                                const InstanceRef& ref,
-                                                               const std::string& container_id) {
+                                                               const std::string& container_id,
+                                                               const runtime::RunAs& as) {
   LaunchContext ctx = ContextFor(ref.user);
   ctx.container_id = container_id;
+  ctx.run_as = as;
   ctx.ip = "";  // known only where the job runs: the batch script passes TARN_IP to the shim
   // A peer's address is its node's, once its job runs and has reported it.
   ctx.peer_address = [dir = AssemblyDir(ref.user, ref.assembly)](const std::string& peer) {
-    StatusOr<std::string> text = ReadFileToString(dir + "/" + peer + "/address", 4096);
+    StatusOr<std::string> text = ReadFileNoFollow(dir + "/" + peer + "/address", 4096);
     if (!text.ok()) return std::string();
     StatusOr<ReportedAddress> a = ParseAddressFile(*text);
     return a.ok() ? a->ip : std::string();
@@ -473,15 +508,22 @@ StatusOr<runtime::ContainerSpec> SlurmBackend::PrepareInstance(const spec::Assem
                    BuildContainerSpec(assembly, component, ref.index, {}, ctx));
   const std::string dir = InstanceDir(ref);
   spec.shim_dir = dir;
-  // Slurm's cgroup confines the job; the shim makes namespaces only when it can (root).
-  spec.isolate = ::geteuid() == 0;
-  spec.user_namespace = false;
+  // Slurm's cgroup confines the job. Its namespaces: full ones for a job that runs as root
+  // (a privileged container), a user namespace for a tenant's job submitted by a root
+  // server (the shim runs as the tenant), none for the jobs of a server that is not root.
+  const bool root_server = ::geteuid() == 0;
+  spec.isolate = root_server && as.account.uid == 0;
+  spec.user_namespace = root_server && as.account.uid != 0;
   spec.limits.gpu_minors.clear();
 
-  RETURN_IF_ERROR(MakeDirectories(dir, 0755));
-  RETURN_IF_ERROR(MakeDirectories(spec.work_dir, 0750));
-  RETURN_IF_ERROR(MakeDirectories(backend::SharedDir(ctx, ref.assembly), 0750));
-  if (spec.isolate) {
+  // The job writes its logs, address and exit in its instance directory, and works in its
+  // work and shared directories: they are its account's, and nobody else's (0750). Each
+  // one's parent is the server's, so no job can put a link where these are made.
+  const std::string shared = backend::SharedDir(ctx, ref.assembly);
+  for (const std::string& path : {dir, spec.work_dir, shared}) {
+    RETURN_IF_ERROR(GiveDirectory(path, as));
+  }
+  if (spec.isolate || spec.user_namespace) {
     const std::string names = options_.shared_dir + "/.tarn/names/" + ref.user + "/" + ref.assembly;
     switch (options_.names.mode) {
       case NameResolution::Mode::kNone:
@@ -515,7 +557,8 @@ StatusOr<runtime::ContainerSpec> SlurmBackend::PrepareInstance(const spec::Assem
       fs::rename(dir + "/" + log, dir + "/" + log + ".previous", ec);
     }
   }
-  for (const char* stale : {"address", "address.tmp", "exit.json", "job", "stop", "step.end",
+  ::unlink(JobRecord(ref).c_str());
+  for (const char* stale : {"address", "address.tmp", "exit.json", "stop", "step.end",
                             "step.end.tmp"}) {
     std::error_code ec;
     fs::remove(dir + "/" + stale, ec);
@@ -527,8 +570,9 @@ StatusOr<runtime::ContainerSpec> SlurmBackend::PrepareInstance(const spec::Assem
 StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly& assembly,
                                                             const spec::Component& component,
                                                             const InstanceRef& ref,
-                                                            const std::string& container_id) {
-  RETURN_IF_ERROR(PrepareInstance(assembly, component, ref, container_id).status());
+                                                            const std::string& container_id,
+                                                            const runtime::RunAs& as) {
+  RETURN_IF_ERROR(PrepareInstance(assembly, component, ref, container_id, as).status());
   const std::string dir = InstanceDir(ref);
   BatchScript b;
   b.slurm_conf = slurm_conf_;
@@ -536,8 +580,8 @@ StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly
   b.shim_binary = options_.bin_dir + "/tarn-shim";
   b.cpus = component.resource.cpus.value_or(1);
   b.gpus = component.resource.gpus.value_or(0);
-  RETURN_IF_ERROR(runtime::WriteFileAtomically(dir + "/job.sh", RenderBatchScript(b)));
-  ::chmod((dir + "/job.sh").c_str(), 0755);
+  RETURN_IF_ERROR(
+      runtime::WriteFileAtomically(dir + "/job.sh", RenderBatchScript(b), true, 0755));
 
   SbatchRequest r = NewSbatch(JobName(ref.user, ref.assembly, ref.instance, container_id),
                               PartitionFor(assembly), dir);
@@ -574,18 +618,20 @@ void SlurmBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   if (Status s = CheckSharedDir(options_.shared_dir); !s.ok()) {
     return EmitStartFailed(key, container_id, s.message());
   }
-  if (LaunchMember(assembly, *component, ref, container_id)) return;
-  StatusOr<std::vector<std::string>> argv = PrepareJob(assembly, *component, ref, container_id);
+  StatusOr<runtime::RunAs> as = RunAsFor(ref.user, component->run_privileged_container);
+  if (!as.ok()) return EmitStartFailed(key, container_id, as.status().message());
+  if (LaunchMember(assembly, *component, ref, container_id, *as)) return;
+  StatusOr<std::vector<std::string>> argv =
+      PrepareJob(assembly, *component, ref, container_id, *as);
   if (!argv.ok()) return EmitStartFailed(key, container_id, argv.status().message());
-  StatusOr<CommandResult> r = RunSlurm(*argv);
+  StatusOr<CommandResult> r = RunSlurm(*argv, {}, &*as);
   if (!r.ok()) return EmitStartFailed(key, container_id, "sbatch: " + r.status().message());
   if (!r->success()) return EmitStartFailed(key, container_id, "sbatch: " + SlurmError(r->err));
   StatusOr<int64_t> job = ParseSbatchJobId(r->out);
   if (!job.ok()) return EmitStartFailed(key, container_id, job.status().message());
   // Recorded beside the job, so that a restarted server knows which job this start was
   // even once squeue has forgotten it.
-  Status recorded = runtime::WriteFileAtomically(InstanceDir(ref) + "/job",
-                                                 std::to_string(*job) + " " + container_id + "\n");
+  Status recorded = WriteRecord(JobRecord(ref), std::to_string(*job) + " " + container_id + "\n");
   if (!recorded.ok()) LogSlurmError(key + ": " + recorded.message());
   std::lock_guard<std::mutex> lock(mu_);
   Tracked t;
@@ -593,6 +639,20 @@ void SlurmBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   t.job_id = *job;
   t.instance_dir = InstanceDir(ref);
   tracked_[key] = std::move(t);
+}
+
+std::string SlurmBackend::JobRecord(const InstanceRef& ref) const {
+  return AssemblyDir(ref.user, ref.assembly) + "/.jobs/" + ref.instance;
+}
+
+std::string SlurmBackend::GangRecord(const std::string& gang_key) const {
+  // An instance's name always has a '-': no instance's record is "gang".
+  return options_.shared_dir + "/" + gang_key + "/.jobs/gang";
+}
+
+Status SlurmBackend::WriteRecord(const std::string& file, const std::string& text) const {
+  RETURN_IF_ERROR(MakeDirectories(fs::path(file).parent_path().string(), 0700));
+  return runtime::WriteFileAtomically(file, text);
 }
 
 std::string SlurmBackend::GangDir(const std::string& user, const std::string& assembly) const {
@@ -604,8 +664,7 @@ SlurmBackend::Gang* SlurmBackend::FindGang(const std::string& gang_key) {
   auto it = gangs_.find(gang_key);
   if (it != gangs_.end()) return &it->second;
   // A restarted server: the gang file says which job holds the allocation.
-  const size_t slash = gang_key.find('/');
-  const std::string file = GangDir(gang_key.substr(0, slash), gang_key.substr(slash + 1)) + "/gang";
+  const std::string file = GangRecord(gang_key);
   StatusOr<std::string> text = ReadFileToString(file, 1 << 16);
   if (!text.ok()) return nullptr;
   std::stringstream in(*text);
@@ -626,7 +685,8 @@ SlurmBackend::Gang* SlurmBackend::FindGang(const std::string& gang_key) {
   return &(gangs_[gang_key] = std::move(g));
 }
 
-bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& gang_dir) {
+bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& gang_dir,
+                              const runtime::RunAs& as) {
   Gang g;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -639,16 +699,17 @@ bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& ga
     gangs_.at(gang_key).over = true;
     return false;
   };
+  // The gang's job (the tenant's) writes its logs here and takes its requests.
   Status s = RemoveTree(gang_dir);
-  if (s.ok()) s = MakeDirectories(gang_dir + "/requests", 0755);
+  if (s.ok()) s = GiveDirectory(gang_dir, as);
+  if (s.ok()) s = GiveDirectory(gang_dir + "/requests", as);
   if (s.ok()) {
-    s = runtime::WriteFileAtomically(gang_dir + "/job.sh",
-                                     RenderGangScript(slurm_conf_, gang_dir));
+    s = runtime::WriteFileAtomically(gang_dir + "/job.sh", RenderGangScript(slurm_conf_, gang_dir),
+                                     true, 0755);
   }
   if (!s.ok()) return refuse(s.message());
-  ::chmod((gang_dir + "/job.sh").c_str(), 0755);
-  StatusOr<CommandResult> out =
-      RunSlurm(GangSbatchArgv(NewSbatch(g.job_name, g.partition, gang_dir), g.components));
+  StatusOr<CommandResult> out = RunSlurm(
+      GangSbatchArgv(NewSbatch(g.job_name, g.partition, gang_dir), g.components), {}, &as);
   if (!out.ok()) return refuse("sbatch: " + out.status().message());
   if (!out->success()) return refuse("sbatch: " + SlurmError(out->err));
   StatusOr<int64_t> job = ParseSbatchJobId(out->out);
@@ -661,7 +722,7 @@ bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& ga
     text += g.component_of[i] + " " + std::to_string(h.tasks) + " " + std::to_string(h.cpus) +
             " " + std::to_string(h.memory_mib) + " " + std::to_string(h.gpus) + "\n";
   }
-  s = runtime::WriteFileAtomically(gang_dir + "/gang", text);
+  s = WriteRecord(GangRecord(gang_key), text);
   if (!s.ok()) LogSlurmError(gang_key + ": " + s.message());
   std::lock_guard<std::mutex> lock(mu_);
   gangs_.at(gang_key).job_id = *job;
@@ -669,7 +730,8 @@ bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& ga
 }
 
 bool SlurmBackend::LaunchMember(const spec::Assembly& assembly, const spec::Component& component,
-                                const InstanceRef& ref, const std::string& container_id) {
+                                const InstanceRef& ref, const std::string& container_id,
+                                const runtime::RunAs& as) {
   const std::string key = ref.Key();
   const std::string gang_key = ref.user + "/" + ref.assembly;
   int group = -1;
@@ -686,13 +748,18 @@ bool SlurmBackend::LaunchMember(const spec::Assembly& assembly, const spec::Comp
     share = g->components[group];
     job = g->job_id;
   }
+  // The gang's job runs as the tenant's plain account; a member that is to run as another
+  // (a privileged container) is a job of its own.
+  StatusOr<runtime::RunAs> gang_as = RunAsFor(ref.user, false);
+  if (!gang_as.ok() || gang_as->account.uid != as.account.uid) return false;
   const std::string gang_dir = GangDir(ref.user, ref.assembly);
   if (job == 0) {
-    if (!SubmitGang(gang_key, gang_dir)) return false;
+    if (!SubmitGang(gang_key, gang_dir, *gang_as)) return false;
     std::lock_guard<std::mutex> lock(mu_);
     job = gangs_.at(gang_key).job_id;
   }
-  StatusOr<runtime::ContainerSpec> spec = PrepareInstance(assembly, component, ref, container_id);
+  StatusOr<runtime::ContainerSpec> spec =
+      PrepareInstance(assembly, component, ref, container_id, as);
   if (!spec.ok()) {
     EmitStartFailed(key, container_id, spec.status().message());
     return true;
@@ -715,7 +782,7 @@ bool SlurmBackend::LaunchMember(const spec::Assembly& assembly, const spec::Comp
                            StepSrunOptions(group, share)));
   }
   if (s.ok()) {
-    s = runtime::WriteFileAtomically(dir + "/job", std::to_string(job) + " " + container_id +
+    s = WriteRecord(JobRecord(ref), std::to_string(job) + " " + container_id +
                                                        " " + std::to_string(group) + "\n");
   }
   // Last: the request, which the gang's script takes as soon as it runs.
@@ -803,7 +870,7 @@ void SlurmBackend::DoRecover(const InstanceRef& ref, const std::string& containe
   Tracked t;
   t.container_id = container_id;
   t.instance_dir = InstanceDir(ref);
-  const RecordedStart recorded = RecordedJob(t.instance_dir, container_id);
+  const RecordedStart recorded = RecordedJob(JobRecord(ref), container_id);
   t.job_id = recorded.job_id;
   t.recover_name = JobName(ref.user, ref.assembly, ref.instance, container_id);
   std::lock_guard<std::mutex> lock(mu_);
@@ -828,7 +895,7 @@ void SlurmBackend::DoProbe(const spec::Assembly& assembly, const InstanceRef& re
   e.container_id = container_id;
   const spec::Component* component = spec::FindComponent(assembly, ref.component);
   // The address the job reported: its node's.
-  StatusOr<std::string> text = ReadFileToString(InstanceDir(ref) + "/address", 4096);
+  StatusOr<std::string> text = ReadFileNoFollow(InstanceDir(ref) + "/address", 4096);
   StatusOr<ReportedAddress> address =
       text.ok() ? ParseAddressFile(*text)
                 : StatusOr<ReportedAddress>(NotFoundError("the job has not reported its address"));
@@ -868,6 +935,7 @@ void SlurmBackend::DoCleanup(const InstanceRef& ref, bool logs) {
   Status s = ports_->Release(ref.user, ref.assembly, ref.instance);
   if (!s.ok()) LogSlurmError(key + ": cleanup: its ports stay assigned: " + s.message());
   s = RemoveTree(InstanceDir(ref));
+  ::unlink(JobRecord(ref).c_str());
   if (s.ok()) s = RemoveTree(WorkDir(ContextFor(ref.user), ref.assembly, ref.instance));
   if (!s.ok()) LogSlurmError(key + ": cleanup: " + s.message());
 }
@@ -1033,8 +1101,7 @@ void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
     g.misses = rows == 0 ? g.misses + 1 : 0;
     if ((rows > 0 && ended == rows) || g.misses >= kMissesBeforeLost) {
       g.over = true;
-      const size_t slash = gang_key.find('/');
-      ::unlink((GangDir(gang_key.substr(0, slash), gang_key.substr(slash + 1)) + "/gang").c_str());
+      ::unlink(GangRecord(gang_key).c_str());
     }
   }
 }
@@ -1042,12 +1109,12 @@ void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
 void SlurmBackend::ObserveMember(const std::string& key, Tracked& t,
                                  const std::vector<SlurmJob>& jobs) {
   // Its step ended: launch.sh recorded srun's status; the shim, how the instance ended.
-  StatusOr<std::string> end_text = ReadFileToString(t.instance_dir + "/step.end", 4096);
+  StatusOr<std::string> end_text = ReadFileNoFollow(t.instance_dir + "/step.end", 4096);
   StatusOr<StepEnd> end = end_text.ok() ? ParseStepEnd(*end_text)
                                         : StatusOr<StepEnd>(end_text.status());
   if (end.ok() && end->container_id == t.container_id) {
     runtime::ExitInfo e;
-    StatusOr<std::string> shim = ReadFileToString(t.instance_dir + "/exit.json", 1 << 16);
+    StatusOr<std::string> shim = ReadFileNoFollow(t.instance_dir + "/exit.json", 1 << 16);
     nlohmann::json j =
         shim.ok() ? nlohmann::json::parse(*shim, nullptr, false) : nlohmann::json();
     StatusOr<runtime::ExitInfo> recorded = j.is_object()
@@ -1114,7 +1181,7 @@ void SlurmBackend::ObserveMember(const std::string& key, Tracked& t,
 // ---- Events ----
 
 StatusOr<ReportedAddress> SlurmBackend::ReadAddress(const Tracked& t) const {
-  StatusOr<std::string> text = ReadFileToString(t.instance_dir + "/address", 4096);
+  StatusOr<std::string> text = ReadFileNoFollow(t.instance_dir + "/address", 4096);
   if (!text.ok()) return text.status();  // not reported yet
   return ParseAddressFile(*text);
 }
@@ -1170,9 +1237,7 @@ void SlurmBackend::ReportExit(const std::string& key, std::string container_id,
     if (!any && g != gangs_.end() && !g->second.over) {
       g->second.over = true;
       const int64_t job = g->second.job_id;
-      const size_t slash = gang.find('/');
-      const std::string file =
-          GangDir(gang.substr(0, slash), gang.substr(slash + 1)) + "/gang";
+      const std::string file = GangRecord(gang);
       work_->Post([this, job, file] {
         ::unlink(file.c_str());
         if (job != 0) RunSlurm({"scancel", std::to_string(job)}).ok();
@@ -1201,7 +1266,7 @@ runtime::ExitInfo SlurmBackend::EndOfVanishedJob(const Tracked& t, const std::st
       return e;
     }
   }
-  StatusOr<std::string> text = ReadFileToString(t.instance_dir + "/exit.json", 1 << 16);
+  StatusOr<std::string> text = ReadFileNoFollow(t.instance_dir + "/exit.json", 1 << 16);
   if (text.ok()) {
     nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
     StatusOr<runtime::ExitInfo> e =

@@ -124,6 +124,13 @@ class SlurmBackend final : public service::Backend {
     const Clock* clock = nullptr;  // required
     service::EventSink events;     // required
     std::chrono::milliseconds command_timeout{30000};  // per Slurm command
+    // Whom a tenant's jobs run as when the server is root (as locally: the tenant's own
+    // account, else the policy's local user; never root unless privileged containers are
+    // allowed), found through `accounts` (empty: getpwnam). Jobs are submitted as that
+    // account, so Slurm runs them, and accounts them, as the tenant. A server that is not
+    // root submits every job as itself.
+    runtime::RunAsPolicy run_as_policy;
+    runtime::AccountLookup accounts;
     // Runs one Slurm command (argv, then the time limit); empty: RunCommand. Tests give a
     // fake Slurm here.
     std::function<StatusOr<CommandResult>(const std::vector<std::string>&,
@@ -223,8 +230,11 @@ class SlurmBackend final : public service::Backend {
 
   // Runs a Slurm command with SLURM_CONF set: `env SLURM_CONF=... argv...`; `timeout` 0:
   // options_.command_timeout.
+  // With `as` (another account than the server's), the command runs as that account
+  // (setpriv): sbatch submits the job as the tenant.
   StatusOr<CommandResult> RunSlurm(const std::vector<std::string>& argv,
-                                   std::chrono::milliseconds timeout = {}) const;
+                                   std::chrono::milliseconds timeout = {},
+                                   const runtime::RunAs* as = nullptr) const;
   // The partition of the assembly's queue: "default" (or none) is the configured one.
   std::string PartitionFor(const spec::Assembly& assembly) const;
   // An sbatch request with the configured account, QOS and extra options, and (for a `dir`)
@@ -239,6 +249,8 @@ class SlurmBackend final : public service::Backend {
   std::vector<SlurmNode> CachedNodes() const;
 
   LaunchContext ContextFor(const std::string& user) const;
+  // The account `user`'s jobs run as (Options::run_as_policy); an error says why none may.
+  StatusOr<runtime::RunAs> RunAsFor(const std::string& user, bool privileged) const;
   // Assigns numbers to the instance and to every instance its TF_CONFIG names; then the
   // lookup BuildContainerSpec uses.
   StatusOr<spec::PortLookup> AssignPorts(const spec::Assembly& assembly,
@@ -252,24 +264,35 @@ class SlurmBackend final : public service::Backend {
   // member's step scripts and its request. False (nothing done) when the member is to run
   // as a job of its own instead.
   bool LaunchMember(const spec::Assembly& assembly, const spec::Component& component,
-                    const service::InstanceRef& ref, const std::string& container_id);
+                    const service::InstanceRef& ref, const std::string& container_id,
+                    const runtime::RunAs& as);
   // Writes the gang's files and submits its job; false (the gang is over) when sbatch
   // refuses it.
-  bool SubmitGang(const std::string& gang_key, const std::string& gang_dir);
+  bool SubmitGang(const std::string& gang_key, const std::string& gang_dir,
+                  const runtime::RunAs& as);
   // The gang of "user/assembly", from memory or its file; nullptr when none.
   Gang* FindGang(const std::string& gang_key);  // REQUIRES: mu_ held
   std::string GangDir(const std::string& user, const std::string& assembly) const;
+  // The server's own records, which a restarted server trusts (which job holds a start,
+  // which holds a gang): in <assembly dir>/.jobs/ (0700), never in a directory a job may
+  // write. One per instance ("<job id> <container id> [<het group>]") and one per gang.
+  std::string JobRecord(const service::InstanceRef& ref) const;
+  std::string GangRecord(const std::string& gang_key) const;  // gang_key: "user/assembly"
+  Status WriteRecord(const std::string& file, const std::string& text) const;
   // Writes everything a start needs but its Slurm submission: the directories, spec.json
-  // (the shim's spec) and the name files; moves the previous logs aside.
+  // (the shim's spec) and the name files; moves the previous logs aside. The instance's
+  // directories belong to `as`, whose job writes its logs, address and exit there.
   StatusOr<runtime::ContainerSpec> PrepareInstance(const spec::Assembly& assembly,
                                                    const spec::Component& component,
                                                    const service::InstanceRef& ref,
-                                                   const std::string& container_id);
+                                                   const std::string& container_id,
+                                                   const runtime::RunAs& as);
   // Writes spec.json, job.sh and the name files; returns the sbatch argv.
   StatusOr<std::vector<std::string>> PrepareJob(const spec::Assembly& assembly,
                                                 const spec::Component& component,
                                                 const service::InstanceRef& ref,
-                                                const std::string& container_id);
+                                                const std::string& container_id,
+                                                const runtime::RunAs& as);
   void DoStop(const service::InstanceRef& ref, const std::string& container_id);
   void DoRecover(const service::InstanceRef& ref, const std::string& container_id);
   void DoProbe(const spec::Assembly& assembly, const service::InstanceRef& ref,

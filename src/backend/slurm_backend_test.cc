@@ -4,8 +4,10 @@
 #include "backend/slurm_backend.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -23,6 +25,14 @@ using json = nlohmann::json;
 using service::BackendEvent;
 using service::InstanceRef;
 
+// The Slurm command of a command line: after `env SLURM_CONF=...` (and a setpriv before it).
+std::string CommandOf(const std::vector<std::string>& argv) {
+  for (size_t i = 0; i + 1 < argv.size(); ++i) {
+    if (argv[i].rfind("SLURM_CONF=", 0) == 0) return argv[i + 1];
+  }
+  return "";
+}
+
 // A Slurm controller in memory: sinfo, squeue, sbatch (and --test-only), scancel.
 class FakeSlurm {
  public:
@@ -34,8 +44,10 @@ class FakeSlurm {
   StatusOr<CommandResult> Run(const std::vector<std::string>& full) {
     std::lock_guard<std::mutex> lock(mu_);
     commands_.push_back(full);
-    std::vector<std::string> argv = full;
-    if (argv.size() >= 2 && argv[0] == "env") argv.erase(argv.begin(), argv.begin() + 2);
+    std::vector<std::string> argv = full;  // without setpriv ... env SLURM_CONF=...
+    auto conf = std::find_if(argv.begin(), argv.end(),
+                             [](const std::string& a) { return a.rfind("SLURM_CONF=", 0) == 0; });
+    if (conf != argv.end()) argv.erase(argv.begin(), conf + 1);
     CommandResult r;
     r.exit_code = 0;
     if (argv[0] == "sinfo") {
@@ -108,7 +120,7 @@ class FakeSlurm {
     std::lock_guard<std::mutex> lock(mu_);
     std::vector<std::vector<std::string>> out;
     for (const auto& c : commands_) {
-      if (c.size() > 2 && c[2] == name) out.push_back(c);
+      if (CommandOf(c) == name) out.push_back(c);
     }
     return out;
   }
@@ -122,6 +134,10 @@ class FakeSlurm {
   int64_t next_id_ = 100;
   std::vector<std::vector<std::string>> commands_;
 };
+
+// alice's account: what a tenant's job runs as, and submits as, under a root server.
+constexpr uid_t kAliceUid = 4242;
+constexpr gid_t kAliceGid = 4343;
 
 class FakeSlurmBackendTest : public ::testing::Test {
  protected:
@@ -161,6 +177,10 @@ class FakeSlurmBackendTest : public ::testing::Test {
     };
     o.run_command = [this](const std::vector<std::string>& argv, std::chrono::milliseconds) {
       return slurm_.Run(argv);
+    };
+    o.accounts = [](const std::string& name) -> std::optional<runtime::Account> {
+      if (name != "alice") return std::nullopt;
+      return runtime::Account{"alice", kAliceUid, kAliceGid};
     };
     auto b = SlurmBackend::Create(std::move(o));
     EXPECT_TRUE(b.ok()) << b.status().ToString();
@@ -208,11 +228,28 @@ TEST_F(FakeSlurmBackendTest, LaunchSubmitsAndThePollerReportsEachStepOnce) {
   auto sbatch = slurm_.Commands("sbatch");
   ASSERT_EQ(sbatch.size(), 1u);
   const std::string inst = (dir_ / "alice/a/w-0").string();
-  EXPECT_EQ(sbatch[0],
-            (std::vector<std::string>{"env", "SLURM_CONF=/fake/slurm.conf", "sbatch", "--parsable",
-                                      "--no-requeue", "--job-name=tarn.alice.a.w-0.1",
-                                      "--cpus-per-task=2", "--mem=128M", "-o", inst + "/stdout.log",
-                                      "-e", inst + "/stderr.log", inst + "/job.sh"}));
+  std::vector<std::string> submit;  // a root server submits as alice; another, as itself
+  if (::geteuid() == 0) {
+    submit = {"setpriv", "--reuid=" + std::to_string(kAliceUid),
+              "--regid=" + std::to_string(kAliceGid), "--init-groups"};
+  }
+  submit.insert(submit.end(), {"env", "SLURM_CONF=/fake/slurm.conf", "sbatch", "--parsable",
+                               "--no-requeue", "--job-name=tarn.alice.a.w-0.1",
+                               "--cpus-per-task=2", "--mem=128M", "--chdir=" + inst, "-o", inst + "/stdout.log",
+                               "-e", inst + "/stderr.log", inst + "/job.sh"});
+  EXPECT_EQ(sbatch[0], submit);
+  // The job's directories are alice's alone; the job script is the server's.
+  struct stat st {};
+  for (const std::string& d : {inst, dir_.string() + "/.tarn/shared/alice/a"}) {
+    ASSERT_EQ(::stat(d.c_str(), &st), 0) << d;
+    EXPECT_EQ(st.st_mode & 0777, 0750u) << d;
+    if (::geteuid() == 0) {
+      EXPECT_EQ(st.st_uid, kAliceUid) << d;
+    }
+  }
+  ASSERT_EQ(::stat((inst + "/job.sh").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0755u);
+  EXPECT_EQ(st.st_uid, ::geteuid());
   EXPECT_NE(ReadFileToString(inst + "/job.sh").value_or("").find("tarn-shim' --foreground"),
             std::string::npos);
   const std::string spec = ReadFileToString(inst + "/spec.json").value_or("");
@@ -353,9 +390,9 @@ TEST_F(FakeSlurmBackendTest, StopCancelsAndTheEndComesFromSqueue) {
 // squeue is an exit that says it was lost; one that vanishes while watched is lost too.
 TEST_F(FakeSlurmBackendTest, RecoverAdoptsJobsAndNeverSubmits) {
   slurm_.Set(200, {"tarn.alice.a.w-0.3", "RUNNING", "None", 0});
-  std::filesystem::create_directories(dir_ / "alice/a/w-2");
+  std::filesystem::create_directories(dir_ / "alice/a/.jobs");
   ASSERT_TRUE(
-      runtime::WriteFileAtomically((dir_ / "alice/a/w-2/job").string(), "300 alice_a_w-2_1\n")
+      runtime::WriteFileAtomically((dir_ / "alice/a/.jobs/w-2").string(), "300 alice_a_w-2_1\n")
           .ok());
   slurm_.down = true;
   backend_->Recover(assembly_, Ref(0), "alice_a_w-0_3");
@@ -415,10 +452,11 @@ TEST_F(FakeSlurmBackendTest, JobsThatEndedWhileTheServerWasDownTellHowTheyEnded)
   backend_.reset();
   backend_ = NewBackend();  // reads where the log is at start
   ASSERT_NE(backend_, nullptr);
+  std::filesystem::create_directories(dir_ / "alice/a/.jobs");
   for (int i : {0, 1, 2}) {
     std::filesystem::create_directories(dir_ / "alice/a" / ("w-" + std::to_string(i)));
     ASSERT_TRUE(runtime::WriteFileAtomically(
-                    (dir_ / "alice/a" / ("w-" + std::to_string(i)) / "job").string(),
+                    (dir_ / "alice/a/.jobs" / ("w-" + std::to_string(i))).string(),
                     std::to_string(300 + i) + " alice_a_w-" + std::to_string(i) + "_1\n")
                     .ok());
   }

@@ -256,6 +256,7 @@ std::vector<std::string> SbatchArgv(const SbatchRequest& r) {
     argv.push_back("--wrap=true");
     return argv;
   }
+  if (!r.chdir.empty()) argv.push_back("--chdir=" + r.chdir);
   argv.insert(argv.end(), {"-o", r.stdout_path, "-e", r.stderr_path, r.script_path});
   return argv;
 }
@@ -285,6 +286,8 @@ std::vector<std::string> GangSbatchArgv(const SbatchRequest& r,
   std::vector<std::string> argv = {"sbatch", "--parsable", "--no-requeue",
                                    "--job-name=" + r.job_name, "-o", r.stdout_path,
                                    "-e", r.stderr_path};
+  // Before the first component's options: a job-wide option.
+  if (!r.chdir.empty()) argv.push_back("--chdir=" + r.chdir);
   for (size_t i = 0; i < components.size(); ++i) {
     if (i > 0) argv.push_back(":");
     AddCommonOptions(r, argv);

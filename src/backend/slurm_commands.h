@@ -92,12 +92,15 @@ struct SbatchRequest {
   std::vector<std::string> extra_options;
   std::string stdout_path, stderr_path;
   std::string script_path;
+  // The job's working directory (--chdir), when set: sbatch's own is the server's, which the
+  // tenant the job runs as may not enter.
+  std::string chdir;
   // `sbatch --test-only ... --wrap=true`: asks Slurm whether it could ever run such a job
   // (its reason when not) without submitting anything; the paths are not used.
   bool test_only = false;
 };
 // sbatch --parsable --no-requeue --job-name=... --cpus-per-task=N --mem=NM [--gres=gpu:N]
-// [--partition/--account/--qos] [extra] -o OUT -e ERR SCRIPT. One argv entry per option, for
+// [--partition/--account/--qos] [extra] [--chdir=DIR] -o OUT -e ERR SCRIPT. One argv entry per option, for
 // exec (never a shell).
 std::vector<std::string> SbatchArgv(const SbatchRequest& r);
 // One component of a gang's heterogeneous job: `tasks` members of one tarn component, each

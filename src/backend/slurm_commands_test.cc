@@ -115,12 +115,13 @@ TEST(SlurmCommandsTest, SbatchArgv) {
   r.qos = "high";
   r.memory_mib = 0;  // --mem is always passed: Slurm's default may be a whole node
   r.extra_options = {"--time=60", "--comment=x y"};
-  EXPECT_EQ(
-      SbatchArgv(r),
-      (std::vector<std::string>{
-          "sbatch", "--parsable", "--no-requeue", "--job-name=tarn.alice.a.w-0.1",
-          "--cpus-per-task=2", "--mem=1M", "--gres=gpu:1", "--partition=gpu", "--account=ml",
-          "--qos=high", "--time=60", "--comment=x y", "-o", "/s/o", "-e", "/s/e", "/s/job.sh"}));
+  r.chdir = "/s";
+  EXPECT_EQ(SbatchArgv(r), (std::vector<std::string>{
+                               "sbatch", "--parsable", "--no-requeue",
+                               "--job-name=tarn.alice.a.w-0.1", "--cpus-per-task=2", "--mem=1M",
+                               "--gres=gpu:1", "--partition=gpu", "--account=ml", "--qos=high",
+                               "--time=60", "--comment=x y", "--chdir=/s", "-o", "/s/o", "-e",
+                               "/s/e", "/s/job.sh"}));
   r.test_only = true;  // Slurm's verdict, nothing submitted
   EXPECT_EQ(SbatchArgv(r),
             (std::vector<std::string>{"sbatch", "--test-only", "--no-requeue",
@@ -211,10 +212,11 @@ TEST(SlurmCommandsTest, AGangIsOneHeterogeneousSbatch) {
   r.stdout_path = "/s/out";
   r.stderr_path = "/s/err";
   r.script_path = "/s/job.sh";
+  r.chdir = "/s";
   EXPECT_EQ(GangSbatchArgv(r, {{2, 1, 1024, 0}, {2, 2, 2000, 1}}),
             (std::vector<std::string>{
                 "sbatch", "--parsable", "--no-requeue", "--job-name=tarn.alice.fmnist.gang.7",
-                "-o", "/s/out", "-e", "/s/err",
+                "-o", "/s/out", "-e", "/s/err", "--chdir=/s",
                 "--partition=gpu", "--time=60", "--ntasks=2", "--cpus-per-task=1",
                 "--mem-per-cpu=1024M", ":",
                 "--partition=gpu", "--time=60", "--ntasks=2", "--cpus-per-task=2",

@@ -10,10 +10,16 @@
 
 namespace tarn {
 
-StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+namespace {
+
+StatusOr<std::string> ReadWhole(const std::string& path, size_t max_bytes, int flags) {
+  // O_NONBLOCK: a FIFO at `path` fails the regular-file check below instead of blocking.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
   if (fd < 0) {
     int err = errno;
+    if (err == ELOOP && (flags & O_NOFOLLOW) != 0) {
+      return PermissionDeniedError(path + ": is a symbolic link; not followed");
+    }
     Status s(err == ENOENT ? StatusCode::kNotFound : StatusCode::kPermissionDenied,
              path + ": cannot open: " + std::strerror(err));
     return s;
@@ -48,6 +54,16 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
   }
   ::close(fd);
   return out;
+}
+
+}  // namespace
+
+StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {
+  return ReadWhole(path, max_bytes, 0);
+}
+
+StatusOr<std::string> ReadFileNoFollow(const std::string& path, size_t max_bytes) {
+  return ReadWhole(path, max_bytes, O_NOFOLLOW);
 }
 
 Status MakeDirectories(const std::string& path, mode_t mode) {

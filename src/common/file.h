@@ -13,6 +13,10 @@ namespace tarn {
 // Reads a regular file whole. Errors name the path and the reason (errno text); a file
 // larger than `max_bytes` is refused rather than read.
 StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes = 64u << 20);
+// The same for a file another account controls (a Slurm job's output, in its tenant's
+// directory): a symbolic link at `path` is refused, never followed, so the job cannot make
+// the server read a file of the server's own for it.
+StatusOr<std::string> ReadFileNoFollow(const std::string& path, size_t max_bytes);
 
 // mkdir -p: creates `path` and any missing parents (0755), the last one with `mode`
 // (applied even when it already existed). Errors name the directory that failed.

@@ -1,6 +1,7 @@
 #include "runtime/container_spec.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -134,10 +135,19 @@ std::string DescribeExit(const ExitInfo& e) {
   return "exited with code " + std::to_string(e.exit_code);
 }
 
-Status WriteFileAtomically(const std::string& path, const std::string& content, bool durable) {
+Status WriteFileAtomically(const std::string& path, const std::string& content, bool durable,
+                           mode_t mode) {
   std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A temporary file left by a crash is replaced; whatever else is at its name (a link an
+  // account that can write the directory put there) is removed, not followed.
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
   if (fd < 0) return InternalError(tmp + ": cannot create: " + std::strerror(errno));
+  if (::fchmod(fd, mode) != 0) {  // the umask may have taken bits away
+    int err = errno;
+    ::close(fd);
+    return InternalError(tmp + ": chmod failed: " + std::strerror(err));
+  }
   size_t done = 0;
   while (done < content.size()) {
     ssize_t n = ::write(fd, content.data() + done, content.size() - done);

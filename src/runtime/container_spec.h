@@ -86,8 +86,11 @@ std::string DescribeExit(const ExitInfo& info);
 
 // Writes `content` to `path` through a temporary file and rename: readers see the old file
 // or the new one, never half of one. With `durable`, the data is fsync'ed before the rename
-// so that it also survives a machine crash.
+// so that it also survives a machine crash. The file gets exactly `mode`. Safe in a
+// directory another account may write (a Slurm job's, owned by its tenant): the temporary
+// file is created anew (O_EXCL, O_NOFOLLOW), so a link planted at its name is refused, never
+// followed.
 Status WriteFileAtomically(const std::string& path, const std::string& content,
-                           bool durable = true);
+                           bool durable = true, mode_t mode = 0644);
 
 }  // namespace tarn::runtime
