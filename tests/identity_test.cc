@@ -300,8 +300,19 @@ TEST_F(IdentityTest, BobCanNeitherActAsAliceNorTouchHerAssembly) {
   EXPECT_EQ(who.body.value("tenant", ""), bob) << who.text;
 
   // Revoked, expired, truncated, made up: 401 saying which.
+  // A connection that has used a token (and remembers who it was) loses it at revocation.
   const std::string revoked = TokenOf("bob", {"--name", "gone"});
+  httplib::Client kept("127.0.0.1", server_->port());
+  kept.set_keep_alive(true);
+  kept.set_bearer_token_auth(revoked.c_str());
+  auto before = kept.Get("/tarn/v1/whoami");
+  ASSERT_TRUE(before);
+  EXPECT_EQ(before->status, 200);
   ASSERT_EQ(Tarn("bob", {"token", "revoke", "gone"}).exit_code, 0);
+  auto after = kept.Get("/tarn/v1/whoami");
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 401) << after->body;
+  EXPECT_NE(after->body.find("revoked"), std::string::npos) << after->body;
   const std::string expired = TokenOf("bob", {"--name", "brief", "--ttl", "1s"});
   std::this_thread::sleep_for(1500ms);
   const std::vector<std::pair<std::string, std::string>> bad = {

@@ -104,10 +104,17 @@ class LogStream : public http::BodyStream {
 
  private:
   bool Read(std::string* chunk) {
-    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    // A Slurm job writes its logs in a directory of its tenant's: a link or a FIFO put at
+    // the log's name is never followed or waited on (it would show the tenant a file of
+    // the server's, or block this thread).
+    const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return false;
     struct stat now {};
-    if (::fstat(fd, &now) == 0 && now.st_size < offset_) offset_ = 0;  // rotated or truncated
+    if (::fstat(fd, &now) != 0 || !S_ISREG(now.st_mode)) {
+      ::close(fd);
+      return false;
+    }
+    if (now.st_size < offset_) offset_ = 0;  // rotated or truncated
     chunk->resize(64 << 10);
     const ssize_t n = ::pread(fd, chunk->data(), chunk->size(), offset_);
     ::close(fd);
@@ -238,6 +245,7 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
   credentials.impersonate = impersonate;
   credentials.peer = request.peer;
   credentials.loopback = !request.credentials && IsLoopbackPeer(request.peer);
+  std::shared_ptr<void>* const memo_slot = request.connection_memo;
 
   ApiRequest req = ParseRequest(std::move(request));
   std::shared_ptr<const auth::Caller> caller;
@@ -270,7 +278,15 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
     auto simple = req.params.find("user.name");
     if (simple != req.params.end()) credentials.simple_user = &simple->second;
     auth::AuthFailure failure = auth::AuthFailure::kNone;
-    StatusOr<auth::Caller> who = options_.authenticator->Authenticate(credentials, &failure);
+    // The connection remembers who it authenticated as (Authenticator::Remembered).
+    std::shared_ptr<auth::Authenticator::Remembered> memo;
+    if (memo_slot != nullptr) {
+      memo = std::static_pointer_cast<auth::Authenticator::Remembered>(*memo_slot);
+    }
+    StatusOr<std::shared_ptr<const auth::Caller>> who =
+        options_.authenticator->AuthenticateRemembered(credentials,
+                                                       memo_slot ? &memo : nullptr, &failure);
+    if (memo_slot != nullptr) *memo_slot = std::move(memo);
     if (!who.ok()) {
       ApiResponse res;
       const bool unauthenticated = who.status().code() == StatusCode::kUnauthenticated;
@@ -283,7 +299,7 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
       res.denied = who.status().message();
       return finish(std::move(res), nullptr, failure);
     }
-    caller = std::make_shared<const auth::Caller>(std::move(who).value());
+    caller = std::move(who).value();
     req.caller = caller.get();
   }
   auto run = [route, req = std::move(req), caller = std::move(caller),
@@ -660,7 +676,7 @@ void ApiServer::Register() {
         }
         int64_t offset = 0;
         struct stat sb {};
-        if (::stat(path.c_str(), &sb) == 0 && tail >= 0 && sb.st_size > tail) {
+        if (::lstat(path.c_str(), &sb) == 0 && tail >= 0 && sb.st_size > tail) {
           offset = sb.st_size - tail;
         }
         res.content_type = "text/plain";

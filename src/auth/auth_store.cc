@@ -157,6 +157,7 @@ StatusOr<std::string> AuthStore::Bind(std::optional<uid_t> uid, const std::strin
   RETURN_IF_ERROR(store::Run(s));
   if (uid) label_of_uid_[*uid] = label;
   tenants_[label] = std::move(r);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   return label;
 }
 
@@ -190,6 +191,7 @@ Status AuthStore::AddToken(const TokenRecord& r) {
   s.Bind(5, r.created_ms).Bind(6, r.expires_ms).Bind(7, r.created_by);
   RETURN_IF_ERROR(store::Run(s));
   tokens_[r.hash] = r;
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   return OkStatus();
 }
 
@@ -243,6 +245,7 @@ Status AuthStore::RevokeToken(const std::string& tenant, const std::string& name
   }
   tokens_.erase(it);
   revoked_.insert(hash);
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   return OkStatus();
 }
 

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <atomic>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -80,6 +81,10 @@ class AuthStore {
   // NotFound when the tenant has no token of that name.
   Status RevokeToken(const std::string& tenant, const std::string& name);
 
+  // Changes with every change above (a tenant bound, a token added or revoked): what was
+  // concluded from the store at one generation holds while it is still the same.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
  private:
   AuthStore(sqlite3* db, const Clock* clock);
   Status Load();
@@ -93,6 +98,7 @@ class AuthStore {
   std::map<uid_t, std::string> label_of_uid_;     // guarded by mu_
   std::map<std::string, TokenRecord> tokens_;     // by hash; guarded by mu_
   std::set<std::string> revoked_;                 // hashes; guarded by mu_
+  std::atomic<uint64_t> generation_{0};
 };
 
 }  // namespace tarn::auth

@@ -2,6 +2,8 @@
 
 #include <strings.h>
 
+#include <algorithm>
+
 #include "auth/audit_log.h"
 #include "auth/token.h"
 
@@ -176,6 +178,7 @@ StatusOr<Caller> Authenticator::FromToken(std::string_view token, AuthFailure* f
   c.who = std::move(who);
   c.method = AuthMethod::kToken;
   c.token_name = t.name;
+  c.token_expires_ms = t.expires_ms;
   return c;
 }
 
@@ -225,6 +228,36 @@ StatusOr<Caller> Authenticator::Authenticate(const Credentials& cr, AuthFailure*
     ASSIGN_OR_RETURN(Identity target, OfName(std::string(cr.impersonate)));
     caller.actor = std::move(caller.who);
     caller.who = std::move(target);
+  }
+  return caller;
+}
+
+StatusOr<std::shared_ptr<const Caller>> Authenticator::AuthenticateRemembered(
+    const Credentials& cr, std::shared_ptr<Remembered>* memo, AuthFailure* failure) const {
+  if (failure != nullptr) *failure = AuthFailure::kNone;
+  const int64_t now = options_.clock->WallMillis();
+  const uint64_t generation = options_.store->generation();  // before what it vouches for
+  if (memo != nullptr && *memo != nullptr) {
+    const Remembered& m = **memo;
+    if (m.generation == generation && now < m.until_ms &&
+        ConstantTimeEquals(m.authorization, cr.authorization) && m.impersonate == cr.impersonate) {
+      return m.caller;
+    }
+  }
+  ASSIGN_OR_RETURN(Caller c, Authenticate(cr, failure));
+  auto caller = std::make_shared<const Caller>(std::move(c));
+  if (memo != nullptr) {
+    memo->reset();
+    if (caller->method != AuthMethod::kSimple) {
+      auto m = std::make_shared<Remembered>();
+      m->authorization = std::string(cr.authorization);
+      m->impersonate = std::string(cr.impersonate);
+      m->caller = caller;
+      m->generation = generation;
+      m->until_ms = now + options_.account_ttl.count();
+      if (caller->token_expires_ms > 0) m->until_ms = std::min(m->until_ms, caller->token_expires_ms);
+      *memo = std::move(m);
+    }
   }
   return caller;
 }

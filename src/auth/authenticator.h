@@ -23,6 +23,7 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -80,6 +81,24 @@ class Authenticator {
   // The caller of a request; on an error, `*failure` (when given) says what was wrong.
   StatusOr<Caller> Authenticate(const Credentials& credentials,
                                 AuthFailure* failure = nullptr) const;
+
+  // What one connection authenticated as, kept by it between its requests (keep-alive).
+  // The next request that sends the same credentials is the same caller, without hashing
+  // the token again or looking anything up, while the store has not changed (no token
+  // revoked or added, no tenant bound), the token has not expired and the accounts the
+  // answer rests on are no older than `account_ttl`: a revocation takes effect at once, on
+  // every connection, as without it.
+  struct Remembered {
+    std::string authorization, impersonate;  // the credentials it was concluded from
+    std::shared_ptr<const Caller> caller;
+    uint64_t generation = 0;  // the store's, when concluded
+    int64_t until_ms = 0;     // wall clock
+  };
+  // Authenticate, through `memo` (the connection's: read, and replaced by a fresh answer;
+  // null: none kept). Simple authentication is never remembered (its name is per request).
+  StatusOr<std::shared_ptr<const Caller>> AuthenticateRemembered(
+      const Credentials& credentials, std::shared_ptr<Remembered>* memo,
+      AuthFailure* failure = nullptr) const;
 
   // The identity of the local account `uid`, or of the account or remote tenant `name`,
   // bound to its tenant label.

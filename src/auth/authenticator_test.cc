@@ -231,5 +231,72 @@ TEST_F(AuthenticatorTest, AccountsAreLookedUpOncePerTtl) {
   EXPECT_EQ(lookups_, after_first + 1);
 }
 
+// A connection remembers who it authenticated as, but nothing that changed since: a revoked
+// token, an expired one, another token or another Impersonate-User on it is checked anew.
+TEST_F(AuthenticatorTest, AConnectionRemembersItsCallerUntilAnythingChanges) {
+  ASSERT_TRUE(auth_->Authenticate(Socket(1002)).ok());  // bob is a tenant
+  const std::string token = MakeToken("bob", "laptop", Role::kUser, clock_.WallMillis() + 60000);
+  const std::string header = "Bearer " + token;
+  std::shared_ptr<Authenticator::Remembered> memo;
+  auto first = auth_->AuthenticateRemembered(Tcp(header), &memo);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_NE(memo, nullptr);
+  auto again = auth_->AuthenticateRemembered(Tcp(header), &memo);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), first->get()) << "the same caller, not looked up again";
+
+  // Another token on the same connection is another caller.
+  const std::string other = MakeToken("bob", "desk", Role::kUser);
+  auto desk = auth_->AuthenticateRemembered(Tcp("Bearer " + other), &memo);
+  ASSERT_TRUE(desk.ok());
+  EXPECT_EQ((*desk)->token_name, "desk");
+  // A token cut short is checked, not matched against what was remembered.
+  AuthFailure why;
+  EXPECT_FALSE(auth_->AuthenticateRemembered(Tcp(header.substr(0, header.size() - 1)), &memo, &why)
+                   .ok());
+  EXPECT_EQ(why, AuthFailure::kMalformed);
+
+  // Revoked: refused at once on a connection that remembered it.
+  ASSERT_TRUE(auth_->AuthenticateRemembered(Tcp(header), &memo).ok());
+  ASSERT_TRUE(store_->RevokeToken("bob", "laptop").ok());
+  EXPECT_FALSE(auth_->AuthenticateRemembered(Tcp(header), &memo, &why).ok());
+  EXPECT_EQ(why, AuthFailure::kRevoked);
+
+  // Expired: refused at its expiry, though remembered a moment before.
+  const std::string brief = MakeToken("bob", "brief", Role::kUser, clock_.WallMillis() + 1000);
+  ASSERT_TRUE(auth_->AuthenticateRemembered(Tcp("Bearer " + brief), &memo).ok());
+  clock_.Advance(std::chrono::milliseconds(1000));
+  EXPECT_FALSE(auth_->AuthenticateRemembered(Tcp("Bearer " + brief), &memo, &why).ok());
+  EXPECT_EQ(why, AuthFailure::kExpired);
+
+  // Acting as someone is checked anew: bob's socket may not, though bob was remembered.
+  Credentials c = Socket(1002);
+  ASSERT_TRUE(auth_->AuthenticateRemembered(c, &memo).ok());
+  c.impersonate = "alice";
+  EXPECT_EQ(auth_->AuthenticateRemembered(c, &memo).status().code(),
+            StatusCode::kPermissionDenied);
+
+  // The accounts behind a remembered answer are looked up again after account_ttl.
+  Credentials alice = Socket(1001);
+  ASSERT_TRUE(auth_->AuthenticateRemembered(alice, &memo).ok());
+  const int looked = lookups_;
+  ASSERT_TRUE(auth_->AuthenticateRemembered(alice, &memo).ok());
+  EXPECT_EQ(lookups_, looked);
+  clock_.Advance(std::chrono::seconds(6));
+  ASSERT_TRUE(auth_->AuthenticateRemembered(alice, &memo).ok());
+  EXPECT_EQ(lookups_, looked + 1);
+}
+
+TEST_F(AuthenticatorTest, SimpleAuthIsNeverRemembered) {
+  config_.simple = true;
+  Make();
+  const std::string alice = "alice";
+  Credentials c = Tcp("");
+  c.simple_user = &alice;
+  std::shared_ptr<Authenticator::Remembered> memo;
+  ASSERT_TRUE(auth_->AuthenticateRemembered(c, &memo).ok());
+  EXPECT_EQ(memo, nullptr);
+}
+
 }  // namespace
 }  // namespace tarn::auth

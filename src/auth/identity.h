@@ -46,6 +46,7 @@ struct Caller {
   uid_t socket_uid = 0;    // kSocket: the peer's uid and pid, from SO_PEERCRED
   pid_t socket_pid = 0;
   std::string token_name;  // kToken: the token's name
+  int64_t token_expires_ms = 0;  // kToken: when it expires (ms since the epoch); 0: never
   std::string peer;        // "127.0.0.1:40312" or "unix"
 
   // Whoever really asked: the actor when acting as someone, else `who`.

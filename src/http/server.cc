@@ -376,6 +376,7 @@ class Session : public SessionBase {
     request.tls = kTls;
     request.authorization = std::string(req[bhttp::field::authorization]);
     request.impersonate_user = std::string(req["Impersonate-User"]);
+    request.connection_memo = &memo_;
     // An answer given before the handler returns (on this thread) is written right after it,
     // without a trip through the strand's queue; a later one is posted to the strand.
     dispatching_ = std::this_thread::get_id();
@@ -532,6 +533,7 @@ class Session : public SessionBase {
   net::steady_timer timer_;
   std::string peer_;
   std::optional<PeerCredentials> credentials_;
+  std::shared_ptr<void> memo_;  // Request::connection_memo
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::optional<bhttp::response<bhttp::empty_body>> continue_;

@@ -62,6 +62,10 @@ struct Request {
   // client is ("Bearer TOKEN"), and whom it asks to act for (Kubernetes' Impersonate-User).
   std::string authorization;
   std::string impersonate_user;
+  // A slot the connection keeps for its handler from one request to the next (what it
+  // learned of the connection: who authenticated on it). Valid while the handler is called
+  // (on the connection's I/O thread), never after; the handler alone decides its type.
+  std::shared_ptr<void>* connection_memo = nullptr;
 };
 
 // The body of a streamed (chunked) response, pulled on the connection's I/O thread.
