@@ -593,6 +593,16 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   StatusOr<runtime::ContainerSpec> spec =
       BuildContainerSpec(assembly, *component, ref.index, placement.gpus, ctx);
   if (!spec.ok()) return EmitStartFailed(key, container_id, spec.status().message());
+  // Its directories are under the state directory: an account that cannot reach it would
+  // crash-loop on "Permission denied", seen only in its own stderr.
+  if (::geteuid() == 0) {
+    if (Status reach = runtime::CheckCanEnter(ctx.state_dir, ctx.run_as.account); !reach.ok()) {
+      return EmitStartFailed(key, container_id,
+                             "state directory " + ctx.state_dir + ": " + reach.message() +
+                                 ", so its instances could not reach their files; let it in "
+                                 "(chmod o+x) or give the server a --state-dir it can reach");
+    }
+  }
   if (Status shared = PrepareSharedDir(ctx, ref.assembly); !shared.ok()) {
     return EmitStartFailed(key, container_id, "shared directory: " + shared.message());
   }
@@ -835,12 +845,25 @@ void LocalBackend::ReportExit(const std::string& key, const std::string& contain
   std::lock_guard<std::mutex> lock(mu_);
   auto w = watched_.find(key);
   const bool watched = w != watched_.end() && w->second.container_id == container_id;
+  std::string shim_dir;
   if (watched) {
+    shim_dir = w->second.shim_dir;
     watched_.erase(w);
   } else if (only_if_watched) {
     return;
   }
   if (!exits_.Record(key, container_id)) return;
+  if (exit.exit_code != 0 || exit.signal != 0) {
+    // What the program said last, for `tarn status` (a failed run's, as Kubernetes does).
+    if (shim_dir.empty()) {  // not watched (found ended at Recover): "user/assembly/instance"
+      const size_t a = key.find('/'), i = key.rfind('/');
+      if (a != i && i != std::string::npos) {
+        shim_dir = ShimDir(ContextFor(key.substr(0, a)), key.substr(a + 1, i - a - 1),
+                           key.substr(i + 1));
+      }
+    }
+    if (!shim_dir.empty()) exit.last_stderr = runtime::LastLogLine(shim_dir + "/stderr.log");
+  }
   BackendEvent e;
   e.kind = BackendEvent::Kind::kExited;
   e.key = key;

@@ -1227,6 +1227,9 @@ void SlurmBackend::ReportExit(const std::string& key, std::string container_id,
   std::string gang;
   if (t != tracked_.end() && t->second.container_id == container_id) {
     gang = t->second.gang;
+    if (exit.exit_code != 0 || exit.signal != 0) {
+      exit.last_stderr = runtime::LastLogLine(t->second.instance_dir + "/stderr.log");
+    }
     tracked_.erase(t);
   }
   if (!gang.empty()) {

@@ -135,6 +135,51 @@ std::string DescribeExit(const ExitInfo& e) {
   return "exited with code " + std::to_string(e.exit_code);
 }
 
+std::string LastLogLine(const std::string& path) {
+  constexpr off_t kTail = 4096;
+  constexpr size_t kMaxLine = 200;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return "";
+  struct stat st {};
+  std::string tail;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0) {
+    const off_t from = st.st_size > kTail ? st.st_size - kTail : 0;
+    tail.resize(static_cast<size_t>(st.st_size - from));
+    const ssize_t n = ::pread(fd, tail.data(), tail.size(), from);
+    tail.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  }
+  ::close(fd);
+  auto blank = [](char c) { return c == '\n' || c == '\r' || c == ' ' || c == '\t'; };
+  while (!tail.empty() && blank(tail.back())) tail.pop_back();
+  const size_t start = tail.find_last_of('\n');
+  const std::string raw = start == std::string::npos ? tail : tail.substr(start + 1);
+  // Into JSON (tarn status) later: whole UTF-8 characters only, anything else as '?'.
+  std::string line;
+  for (size_t i = 0; i < raw.size() && line.size() < kMaxLine;) {
+    const auto b = static_cast<unsigned char>(raw[i]);
+    const size_t n = b < 0x80 ? 1 : (b >> 5) == 0x6 ? 2 : (b >> 4) == 0xe ? 3 : (b >> 3) == 0x1e ? 4 : 0;
+    bool whole = n > 0 && i + n <= raw.size();
+    uint32_t cp = n == 1 ? b : n == 2 ? (b & 0x1f) : n == 3 ? (b & 0x0f) : (b & 0x07);
+    for (size_t k = 1; whole && k < n; ++k) {
+      const auto c = static_cast<unsigned char>(raw[i + k]);
+      whole = (c & 0xc0) == 0x80;
+      cp = (cp << 6) | (c & 0x3f);
+    }
+    // Not overlong, not a surrogate, not beyond U+10FFFF.
+    whole = whole && !(n == 2 && cp < 0x80) && !(n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) &&
+            !(n == 4 && (cp < 0x10000 || cp > 0x10ffff));
+    if (!whole || (n == 1 && (b < 0x20 || b == 0x7f))) {
+      line += '?';
+      ++i;
+    } else {
+      line.append(raw, i, n);
+      i += n;
+    }
+  }
+  if (line.size() >= kMaxLine) line += "...";
+  return line;
+}
+
 Status WriteFileAtomically(const std::string& path, const std::string& content, bool durable,
                            mode_t mode) {
   std::string tmp = path + ".tmp";

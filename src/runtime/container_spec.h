@@ -70,6 +70,9 @@ struct ExitInfo {
   int64_t memory_limit_mib = 0;
   int64_t finished_at_ms = 0;
   std::string diagnostics;  // "exited with code 3", "killed: exceeded its 256 MiB memory limit"
+  // A failed run's last line of stderr (Kubernetes' termination message from the log), set
+  // by the backend that reports the exit; "" when it succeeded or wrote nothing there.
+  std::string last_stderr;
 };
 
 // The value `spec.env` gives `name` ("NAME=value"); nullopt when it does not set it.
@@ -83,6 +86,12 @@ StatusOr<ExitInfo> ExitInfoFromJson(const nlohmann::json& j);
 // "exited with code 3", "killed by signal 15 (SIGTERM)", "killed: exceeded its 256 MiB
 // memory limit".
 std::string DescribeExit(const ExitInfo& info);
+
+// The last non-empty line of the log file `path` (from its last 4 KiB; at most 200
+// characters, control characters as '?'), for a failed run's ExitInfo::last_stderr. "" when
+// there is none or the file cannot be read; a link at `path` is not followed (a Slurm job
+// writes its log in its tenant's directory).
+std::string LastLogLine(const std::string& path);
 
 // Writes `content` to `path` through a temporary file and rename: readers see the old file
 // or the new one, never half of one. With `durable`, the data is fsync'ed before the rename

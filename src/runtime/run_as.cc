@@ -1,10 +1,52 @@
 #include "runtime/run_as.h"
 
+#include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <vector>
 
 namespace tarn::runtime {
+
+Status CheckCanEnter(const std::string& path, const Account& account) {
+  if (account.uid == 0) return OkStatus();
+  std::vector<gid_t> groups(64);
+  int n = static_cast<int>(groups.size());
+  if (!account.name.empty() &&
+      ::getgrouplist(account.name.c_str(), account.gid, groups.data(), &n) < 0) {
+    groups.resize(static_cast<size_t>(n));
+    ::getgrouplist(account.name.c_str(), account.gid, groups.data(), &n);
+  }
+  groups.resize(account.name.empty() ? 0 : static_cast<size_t>(std::max(n, 0)));
+  groups.push_back(account.gid);
+  std::string dir;
+  for (size_t at = 0; at != std::string::npos;) {
+    const size_t next = path.find('/', at + 1);
+    dir = path.substr(0, next == std::string::npos ? path.size() : next);
+    at = next;
+    if (dir.empty()) dir = "/";
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) break;  // not made yet: its parent decided
+    const bool in_group =
+        std::find(groups.begin(), groups.end(), st.st_gid) != groups.end();
+    const mode_t bit = st.st_uid == account.uid ? S_IXUSR : in_group ? S_IXGRP : S_IXOTH;
+    if ((st.st_mode & bit) == 0) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+      passwd pw{};
+      passwd* owner = nullptr;
+      char buf[4096];
+      ::getpwuid_r(st.st_uid, &pw, buf, sizeof buf, &owner);
+      return FailedPreconditionError(
+          "account " + account.name + " (uid " + std::to_string(account.uid) +
+          ") cannot enter " + dir + " (mode " + mode + ", owner " +
+          (owner ? std::string(owner->pw_name) : std::to_string(st.st_uid)) + ")");
+    }
+  }
+  return OkStatus();
+}
 
 std::optional<Account> LookUpAccount(const std::string& name) {
   struct passwd pw {};

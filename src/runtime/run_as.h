@@ -41,6 +41,12 @@ using AccountLookup = std::function<std::optional<Account>(const std::string& na
 // getpwnam_r.
 std::optional<Account> LookUpAccount(const std::string& name);
 
+// Whether `account` may enter every directory from / down to `path` (search permission by
+// owner, group, its supplementary groups, or others), as the kernel would decide without
+// ACLs. FailedPrecondition naming the first directory it cannot enter, with its mode and
+// owner, and the account.
+Status CheckCanEnter(const std::string& path, const Account& account);
+
 StatusOr<RunAs> ResolveRunAs(const RunAsPolicy& policy, const std::string& user,
                              bool privileged_requested, uid_t daemon_uid,
                              const AccountLookup& lookup = LookUpAccount);

@@ -17,6 +17,7 @@
 #include <sstream>
 
 #include "common/file.h"
+#include "common/temp_dir.h"
 #include "runtime/cgroups.h"
 
 namespace tarn::runtime {
@@ -310,6 +311,32 @@ TEST_F(ShimRuntimeTest, BadShimBinaryIsAClearError) {
   ASSERT_FALSE(st.ok());
   EXPECT_NE(st.status().message().find("cannot run /no/such/tarn-shim"), std::string::npos)
       << st.status().message();
+}
+
+// A failed run's termination message: the last non-empty line of its stderr, bounded, valid
+// UTF-8 (it goes into JSON), never through a link.
+TEST(LastLogLineTest, TheLastLineOnlyBoundedAndClean) {
+  TempDir tmp("last-log-line-test");
+  const std::string f = tmp.path() + "/stderr.log";
+  auto write = [&](const std::string& text) {
+    std::ofstream(f, std::ios::trunc | std::ios::binary) << text;
+  };
+  EXPECT_EQ(LastLogLine(f), "");  // none yet
+  write("");
+  EXPECT_EQ(LastLogLine(f), "");
+  write("Traceback\n  File x\nValueError: bad shape\n\n  \n");
+  EXPECT_EQ(LastLogLine(f), "ValueError: bad shape");
+  write("no newline at the end");
+  EXPECT_EQ(LastLogLine(f), "no newline at the end");
+  write(std::string(10000, 'x') + "\n" + std::string(500, 'y') + "\n");
+  EXPECT_EQ(LastLogLine(f), std::string(200, 'y') + "...");
+  write("caf\xc3\xa9 \x1b[31mred\xff\xc3\n");  // é kept; ESC, a stray byte, a cut one: '?'
+  EXPECT_EQ(LastLogLine(f), "caf\xc3\xa9 ?[31mred??");
+  write("\xc0\x80 \xed\xa0\x80\n");  // overlong, surrogate
+  EXPECT_EQ(LastLogLine(f), "?? ???");
+  const std::string link = tmp.path() + "/link.log";
+  ASSERT_EQ(::symlink(f.c_str(), link.c_str()), 0);
+  EXPECT_EQ(LastLogLine(link), "");
 }
 
 }  // namespace

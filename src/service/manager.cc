@@ -275,6 +275,8 @@ struct Manager::Impl {
   // An instance's run ended (not by our stop): restart it, or leave it finished.
   void OnExit(Asm& a, Comp& c, Inst& i, const runtime::ExitInfo& exit) {
     std::string how = exit.diagnostics.empty() ? runtime::DescribeExit(exit) : exit.diagnostics;
+    // Where users look (status, events): why it failed, in the program's own last words.
+    if (!exit.last_stderr.empty()) how += "; its last stderr line: " + exit.last_stderr;
     bool success = exit.exit_code == 0 && exit.signal == 0;
     i.ready = false;
     i.rec.last_exit = how;
