@@ -484,10 +484,16 @@ TEST_F(SlurmBackendTest, EndsCarrySlurmsStateAndReason) {
   ASSERT_TRUE(WaitState("three", "FAILED", 60s));
   ASSERT_TRUE(WaitState("oom", "FAILED", 60s));
   json three = Instances("three")["c-0"], oom = Instances("oom")["c-0"];
-  EXPECT_EQ(three["last_exit"], "Slurm: FAILED (NonZeroExitCode), exited with code 3")
+  // Then the job's last line of stderr: srun's or slurmstepd's own words, here.
+  EXPECT_EQ(three["last_exit"].get<std::string>().rfind(
+                "Slurm: FAILED (NonZeroExitCode), exited with code 3; its last stderr line: ", 0),
+            0u)
       << three.dump();
-  EXPECT_EQ(oom["last_exit"],
-            "Slurm: FAILED (NonZeroExitCode), killed: out of memory (over its --mem)")
+  EXPECT_EQ(oom["last_exit"].get<std::string>().rfind(
+                "Slurm: FAILED (NonZeroExitCode), killed: out of memory (over its --mem); its "
+                "last stderr line: ",
+                0),
+            0u)
       << oom.dump();
 }
 

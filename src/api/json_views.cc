@@ -38,6 +38,7 @@ json ServiceJson(const service::AssemblyStatus& a) {
   out["lifetime"] = a.lifetime_remaining_s;
   out["shared_dir"] = a.shared_dir;
   out["name_resolution"] = a.name_resolution;
+  out["network_walls"] = a.network_walls;
   json components = json::array();
   const json spec_components = out.contains("components") && out["components"].is_array()
                                    ? out["components"]

@@ -68,6 +68,7 @@ struct Daemon::Parts {
   std::unique_ptr<auth::Authenticator> authenticator;
   std::unique_ptr<runtime::ShimRuntime> runtime;
   std::unique_ptr<ServiceLoop> loop;
+  std::unique_ptr<backend::NetWalls> walls;   // the local backend's; outlives it
   std::unique_ptr<service::Backend> backend;  // local or slurm
   std::unique_ptr<service::Manager> manager;
   std::unique_ptr<ApiServer> api;
@@ -296,6 +297,15 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
                    SetUpContainerNames(config, p->runtime->isolation(), p.get()));
   std::cerr << "tarn server: in containers, " << names.description << "\n";
 
+  // Walls between tenants: each local instance's own address is its tenant's alone. Held
+  // until every instance is restored (below), so a restart never loads a partial table.
+  if (config.backend.type != BackendConfig::Type::kSlurm && !config.address_range.empty()) {
+    backend::NetWalls::Options wo;
+    wo.table = backend::WallTableName(config.address_range, ServerConfig().address_range);
+    wo.rules_file = p->state_dir + "/walls.nft";
+    p->walls = backend::NetWalls::Create(std::move(wo));
+  }
+
   p->loop = std::make_unique<ServiceLoop>(p->clock);
   ServiceLoop* loop = p->loop.get();
   // Containers (and Slurm jobs) run as the tenant's own account, found by the uid its label
@@ -340,6 +350,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     bo.address_range = config.address_range;
     bo.names = names;
     bo.runtime = p->runtime.get();
+    bo.walls = p->walls.get();
     bo.accounts = tenant_accounts;
     bo.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
     bo.worker_threads = config.worker_threads;
@@ -355,6 +366,18 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   mo.restart = config.restart;
   mo.registry = p->registry.get();
   ASSIGN_OR_RETURN(p->manager, service::Manager::Create(mo));
+  // Every instance is restored: the walls are loaded at once, replacing what the previous
+  // server left in the kernel, before anything starts or any request is served.
+  if (p->walls) {
+    if (Status s = p->walls->Release(); !s.ok()) {
+      std::cerr << "tarn server: warning: " << s.message() << "\n";
+    }
+  }
+  const std::string walls = p->backend->DescribeNetworkWalls();
+  if (!walls.empty()) {
+    std::cerr << "tarn server: " << (walls.rfind("off", 0) == 0 ? "warning: " : "")
+              << "network walls " << walls << "\n";
+  }
   p->loop->Start(p->manager.get());
 
   ApiServer::Options ao;

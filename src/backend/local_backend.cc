@@ -352,6 +352,20 @@ service::PlacementStatus LocalBackend::GetPlacement(const std::string& key) cons
 
 Status LocalBackend::RestorePlacement(const spec::Assembly& assembly, const InstanceRef& ref,
                                       const service::Placement& placement) {
+  RETURN_IF_ERROR(RestorePlace(assembly, ref, placement));
+  // Its wall, recorded while the walls are held (the server loads them all at once once
+  // every instance is restored).
+  const spec::Component* component = spec::FindComponent(assembly, ref.component);
+  if (component != nullptr && options_.walls != nullptr) {
+    StatusOr<runtime::RunAs> as = RunAsFor(ref.user, component->run_privileged_container);
+    Status s = as.ok() ? SetWall(ref, *component, as->account.uid) : as.status();
+    if (!s.ok()) std::cerr << "tarn server: " << ref.Key() << ": its wall: " << s.message() << "\n";
+  }
+  return OkStatus();
+}
+
+Status LocalBackend::RestorePlace(const spec::Assembly& assembly, const InstanceRef& ref,
+                                  const service::Placement& placement) {
   ASSIGN_OR_RETURN(scheduler::Request r, RequestFor(assembly, ref));
   std::lock_guard<std::mutex> lock(scheduler_mu_);
   uint32_t address = 0;
@@ -377,12 +391,55 @@ Status LocalBackend::RestorePlacement(const spec::Assembly& assembly, const Inst
 }
 
 void LocalBackend::ReleasePlacement(const std::string& key) {
-  std::lock_guard<std::mutex> lock(scheduler_mu_);
-  (void)scheduler_->Release(key);  // NotFound: nothing to release
-  if (auto it = address_of_.find(key); it != address_of_.end()) {
-    addresses_used_.erase(it->second);
-    address_of_.erase(it);
+  {
+    std::lock_guard<std::mutex> lock(scheduler_mu_);
+    (void)scheduler_->Release(key);  // NotFound: nothing to release
+    if (auto it = address_of_.find(key); it != address_of_.end()) {
+      addresses_used_.erase(it->second);
+      address_of_.erase(it);
+    }
   }
+  // Before the address can go to another instance (Place runs on this same thread).
+  if (options_.walls != nullptr) {
+    if (Status s = options_.walls->Remove(key); !s.ok()) {
+      std::cerr << "tarn server: " << key << ": its wall stays: " << s.message() << "\n";
+    }
+  }
+}
+
+StatusOr<runtime::RunAs> LocalBackend::RunAsFor(const std::string& user, bool privileged) const {
+  if (options_.run_as) return *options_.run_as;
+  return runtime::ResolveRunAs(
+      options_.run_as_policy, user, privileged, ::geteuid(),
+      options_.accounts ? options_.accounts : runtime::AccountLookup(runtime::LookUpAccount));
+}
+
+Status LocalBackend::SetWall(const InstanceRef& ref, const spec::Component& component, uid_t uid) {
+  if (options_.walls == nullptr || !options_.walls->on()) return OkStatus();
+  const std::string key = ref.Key();
+  {
+    std::lock_guard<std::mutex> lock(scheduler_mu_);
+    // Only an address of its own can be walled (one shared with others, when the range is
+    // used up or not configured, cannot tell them apart).
+    if (!address_of_.count(key)) return OkStatus();
+  }
+  Wall wall{AddressOf(key), uid, {}};
+  const std::vector<spec::NamedPort> ports = InstancePorts(ref, component);
+  for (const std::string& name : component.public_ports) {
+    for (const spec::NamedPort& p : ports) {
+      if (p.name == name) wall.public_ports.push_back(p.port);
+    }
+  }
+  return options_.walls->Set(key, std::move(wall));
+}
+
+std::string LocalBackend::DescribeNetworkWalls() const {
+  if (options_.walls != nullptr) return options_.walls->describe();
+  if (range_first_ == 0) {
+    return "off: every instance shares one address (no address_range), so no wall can tell "
+           "them apart; any local account can connect to any instance";
+  }
+  return "off: not set up by this server; any local account can connect to any instance";
 }
 
 std::string LocalBackend::AddressOf(const std::string& key) const {
@@ -581,12 +638,8 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
     if (!d.ok() || !std::holds_alternative<scheduler::Placed>(*d)) return std::string();
     return AddressOf(key);
   };
-  if (options_.run_as) {
-    ctx.run_as = *options_.run_as;
-  } else {
-    StatusOr<runtime::RunAs> run_as = runtime::ResolveRunAs(
-        options_.run_as_policy, ref.user, component->run_privileged_container, ::geteuid(),
-        options_.accounts ? options_.accounts : runtime::AccountLookup(runtime::LookUpAccount));
+  {
+    StatusOr<runtime::RunAs> run_as = RunAsFor(ref.user, component->run_privileged_container);
     if (!run_as.ok()) return EmitStartFailed(key, container_id, run_as.status().message());
     ctx.run_as = *run_as;
   }
@@ -608,6 +661,10 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   }
   if (Status names = PrepareNameFiles(ref.user, ref.assembly, &*spec); !names.ok()) {
     return EmitStartFailed(key, container_id, "name resolution: " + names.message());
+  }
+  // Its wall stands before it runs.
+  if (Status wall = SetWall(ref, *component, ctx.run_as.account.uid); !wall.ok()) {
+    return EmitStartFailed(key, container_id, "network walls: " + wall.message());
   }
   StatusOr<ContainerState> started = options_.runtime->Start(*spec);
   if (!started.ok()) return EmitStartFailed(key, container_id, started.status().message());

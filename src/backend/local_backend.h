@@ -52,6 +52,7 @@
 #include "backend/exit_ledger.h"
 #include "backend/local_container.h"
 #include "backend/name_files.h"
+#include "backend/net_walls.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "runtime/container_runtime.h"
@@ -98,6 +99,10 @@ class LocalBackend final : public service::Backend {
     // How programs in containers resolve names (name_files.h); the server decides, since it
     // runs the DNS server. kHosts files are fed by NamesChanged().
     NameResolution names;
+    // The walls between tenants (net_walls.h): each instance's own address is walled off
+    // for every account but its own and root, but on its public ports. Not owned; null:
+    // none (the status says so).
+    NetWalls* walls = nullptr;
     // Required; not owned; must outlive the backend and allow calls from several threads
     // at once (ShimRuntime does: it keeps no state but its options).
     runtime::ContainerRuntime* runtime = nullptr;
@@ -149,6 +154,7 @@ class LocalBackend final : public service::Backend {
   void NamesChanged(const std::string& user, const std::string& assembly,
                     const std::string& hosts_lines) override;
   std::string DescribeNameResolution() const override { return options_.names.description; }
+  std::string DescribeNetworkWalls() const override;
 
   // The previous run's log file ("" when there is none), for `tarn logs --previous`.
   std::string PreviousLogFile(const service::InstanceRef& ref, bool stderr_stream) const;
@@ -168,6 +174,14 @@ class LocalBackend final : public service::Backend {
 
   LaunchContext ContextFor(const std::string& user) const;
   std::string ShimDirOf(const service::InstanceRef& ref) const;
+  // The account `user`'s containers run as (Options::run_as, else run_as_policy).
+  StatusOr<runtime::RunAs> RunAsFor(const std::string& user, bool privileged) const;
+  // Records (and loads) the wall of `ref`'s own address for `uid`; nothing without walls or
+  // an address of its own.
+  Status SetWall(const service::InstanceRef& ref, const spec::Component& component, uid_t uid);
+  // RestorePlacement's scheduler and address part.
+  Status RestorePlace(const spec::Assembly& assembly, const service::InstanceRef& ref,
+                      const service::Placement& placement);
   // Creates the assembly's shared directory (TARN_SHARED_DIR) for the run user, if needed.
   Status PrepareSharedDir(const LaunchContext& ctx, const std::string& assembly);
   // <state>/names/<user>/<assembly>: the resolver files its containers see.

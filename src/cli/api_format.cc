@@ -176,6 +176,10 @@ std::string FormatServiceStatus(const json& service, int64_t now_ms) {
   if (std::string names = Text(service, "name_resolution"); names != kNone) {
     out += "names: " + names + "\n";
   }
+  // Walls that are off are worth a line; on is the normal case.
+  if (std::string walls = Text(service, "network_walls"); walls.rfind("off", 0) == 0) {
+    out += "walls: " + walls + "\n";
+  }
   out += "\n" + components.Render();
   if (containers.rows() > 0) out += "\n" + containers.Render();
   return out;

@@ -147,6 +147,9 @@ class Backend {
                             const std::string& /*hosts_lines*/) {}
   // How programs inside containers resolve these names, for `tarn status`; "" unknown.
   virtual std::string DescribeNameResolution() const { return ""; }
+  // Whether other local accounts can connect to the instances, for `tarn status`: "on: ..."
+  // or "off: <why>"; "" unknown.
+  virtual std::string DescribeNetworkWalls() const { return ""; }
 };
 
 }  // namespace tarn::service

@@ -1218,6 +1218,7 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
   }
   s.shared_dir = d.backend.SharedDir(a.rec.user, a.rec.name);
   s.name_resolution = d.backend.DescribeNameResolution();
+  s.network_walls = d.backend.DescribeNetworkWalls();
   for (const Impl::Comp& c : a.comps) {
     const spec::Component& cs = d.CompSpec(a, c);
     ComponentStatus cv;

@@ -77,6 +77,7 @@ struct AssemblyStatus {
   int64_t lifetime_deadline_ms = 0;   // wall clock; 0: unlimited
   std::string shared_dir;
   std::string name_resolution;              // how programs in its containers resolve names
+  std::string network_walls;                // who else may connect to them (on/off: why)
   std::vector<ComponentStatus> components;  // in the file's order
 };
 

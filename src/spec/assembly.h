@@ -103,6 +103,9 @@ struct Component {
   TfRole tf_role = TfRole::kNone;
   std::optional<int> tf_port;    // tarn.tf.port, else the first of `ports`
   std::vector<NamedPort> ports;  // tarn.ports
+  // tarn.ports.public: the names of its ports (tarn.ports, or "tf") every local account may
+  // connect to; the others are its tenant's alone (network walls).
+  std::vector<std::string> public_ports;
 
   friend bool operator==(const Component&, const Component&) = default;
 };

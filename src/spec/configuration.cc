@@ -228,8 +228,24 @@ constexpr std::array<YarnProperty, 17> kYarnProperties = {{
     {"yarn.service.queue", PropKind::kNoEffect, 0},
 }};
 
-constexpr std::array<std::string_view, 4> kTarnKeys = {"tarn.tf.role", "tarn.tf.port", "tarn.ports",
-                                                       "tarn.gang"};
+constexpr std::array<std::string_view, 5> kTarnKeys = {
+    "tarn.tf.role", "tarn.tf.port", "tarn.ports", "tarn.ports.public", "tarn.gang"};
+
+// "http, grpc" -> {"http", "grpc"}; empty items are dropped.
+std::vector<std::string> SplitNames(const std::string& text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(at, comma - at);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+    at = comma + 1;
+  }
+  return out;
+}
 
 // " (did you mean "x"?)" for the nearest of `names` within 3 edits, else "".
 std::string NearestHint(std::string_view key, const std::vector<std::string_view>& names) {
@@ -370,6 +386,13 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
     } else if (key == "tarn.ports") {
       auto ports = ParsePortList(value);
       if (!ports.ok()) diags.Error(path, ports.status().message());
+    } else if (key == "tarn.ports.public") {
+      if (service_level) {
+        diags.Error(path, "belongs on a component (it names that component's ports)");
+      } else if (SplitNames(value).empty()) {
+        diags.Error(path, "names no port: give the names of tarn.ports to open to every local "
+                          "account (\"http\", \"http,grpc\")");
+      }
     } else if (key == "tarn.gang") {
       if (!service_level) {
         diags.Error(path,
@@ -382,7 +405,8 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
       std::string hint =
           NearestHint(key, std::vector<std::string_view>(kTarnKeys.begin(), kTarnKeys.end()));
       diags.Error(path, "unknown tarn property" + hint +
-                            "; tarn knows tarn.tf.role, tarn.tf.port, tarn.ports, tarn.gang");
+                            "; tarn knows tarn.tf.role, tarn.tf.port, tarn.ports, "
+                            "tarn.ports.public, tarn.gang");
     } else if (key.rfind("yarn.service.", 0) == 0) {
       CheckYarnProperty(key, value, path, diags);
     }
@@ -418,6 +442,9 @@ TarnComponentProperties ReadTarnProperties(const std::map<std::string, std::stri
   if (auto it = merged.find("tarn.ports"); it != merged.end()) {
     auto ports = ParsePortList(it->second);
     if (ports.ok()) out.ports = *ports;
+  }
+  if (auto it = merged.find("tarn.ports.public"); it != merged.end()) {
+    out.public_ports = SplitNames(it->second);
   }
   if (auto it = merged.find("tarn.tf.port"); it != merged.end()) {
     auto port = ParseInt64(it->second);

@@ -31,6 +31,7 @@ struct TarnComponentProperties {
   TfRole role = TfRole::kNone;
   std::optional<int> tf_port;
   std::vector<NamedPort> ports;
+  std::vector<std::string> public_ports;
 };
 
 // Reads the typed values from merged properties that CheckProperties accepted.

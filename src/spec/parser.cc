@@ -9,6 +9,7 @@
 #include "spec/configuration.h"
 #include "spec/memory_size.h"
 #include "spec/object_reader.h"
+#include "spec/plan.h"
 #include "spec/validator.h"
 
 namespace tarn::spec {
@@ -385,6 +386,21 @@ class Parser {
     c.tf_role = tarn.role;
     c.tf_port = tarn.tf_port;
     c.ports = std::move(tarn.ports);
+    c.public_ports = std::move(tarn.public_ports);
+    for (const std::string& name : c.public_ports) {
+      std::string known;
+      bool found = false;
+      for (const NamedPort& p : DeclaredPorts(c)) {
+        known += (known.empty() ? "" : ", ") + p.name;
+        found |= p.name == name;
+      }
+      if (!found) {
+        diags_.Error(ChildPath(ChildPath(r.PathOf("configuration"), "properties"),
+                               "tarn.ports.public"),
+                     "\"" + name + "\" is none of this component's ports (" +
+                         (known.empty() ? "it declares none in tarn.ports" : known) + ")");
+      }
+    }
     if (auto deps = r.StringList("dependencies")) c.dependencies = std::move(*deps);
     if (auto p = ParseEnum(r, "restart_policy", kRestartPolicies, false)) c.restart_policy = *p;
     c.readiness_check = ParseReadiness(r.Get("readiness_check"), r.PathOf("readiness_check"));

@@ -562,6 +562,18 @@ TEST(ParserTest, TarnRoleAndPorts) {
   EXPECT_EQ(c.ports, (std::vector<NamedPort>{{"grpc", 2222}, {"http", 8501}}));
 }
 
+// tarn.ports.public names the ports every local account may connect to (network walls).
+TEST(ParserTest, TarnPublicPortsNameDeclaredPorts) {
+  json j = WithProps(Base(), {{"tarn.ports", "grpc:2222,http:8501"}, {"tarn.ports.public", "http"}});
+  EXPECT_EQ(Ok(ParseJson(j)).components[0].public_ports, std::vector<std::string>{"http"});
+  ExpectError(WithProps(Base(), {{"tarn.ports", "http:8501"}, {"tarn.ports.public", "htp"}}),
+              kProps + "[\"tarn.ports.public\"]", "\"htp\" is none of this component's ports (http)");
+  ExpectError(WithProps(Base(), {{"tarn.ports.public", "http"}}), kProps + "[\"tarn.ports.public\"]",
+              "(it declares none in tarn.ports)");
+  ExpectError(WithProps(Base(), {{"tarn.ports", "http:8501"}, {"tarn.ports.public", " , "}}),
+              kProps + "[\"tarn.ports.public\"]", "names no port");
+}
+
 TEST(ParserTest, TarnTfPortWinsOverFirstPort) {
   json j = WithProps(
       Base(), {{"tarn.tf.role", "ps"}, {"tarn.tf.port", "3333"}, {"tarn.ports", "grpc:2222"}});
