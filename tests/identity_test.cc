@@ -489,6 +489,63 @@ TEST_F(IdentityTest, WallsKeepOtherAccountsOffAnInstanceButOnItsPublicPorts) {
   EXPECT_EQ(rules.find(ip["ps"] + " "), std::string::npos) << rules;
 }
 
+// File walls (issue 22): a tenant's shared directory (checkpoints, exported models), work
+// directory and logs are its own account's; the state database, the token hashes and the
+// audit log are root's alone.
+TEST_F(IdentityTest, ATenantsFilesAreItsOwnAndTheServersAreRoots) {
+  StartServer();
+  json a = {{"name", "files"},
+            {"version", "1"},
+            {"components",
+             json::array({{{"name", "trainer"},
+                           {"number_of_containers", 1},
+                           {"launch_command",
+                            "mkdir -p $TARN_SHARED_DIR/checkpoints $TARN_SHARED_DIR/models/1 && "
+                            "echo weights > $TARN_SHARED_DIR/checkpoints/ckpt-1 && "
+                            "echo model > $TARN_SHARED_DIR/models/1/model.pt && "
+                            "echo state > work.txt && exec sleep 1000"},
+                           {"resource", {{"cpus", 1}, {"memory", "64"}}}}})}};
+  const std::string file = dir_ + "/files.json";
+  std::ofstream(file) << a.dump(2);
+  ::chmod(file.c_str(), 0644);
+  ASSERT_EQ(Tarn("alice", {"launch", file}).exit_code, 0);
+  const std::string token = TokenOf("alice");
+  std::string shared;
+  ASSERT_TRUE(tarn::testing::WaitFor("alice's model", 30s, [&] {
+    shared = Rest("GET", "/app/v1/services/files", json(), token).body.value("shared_dir", "");
+    return !shared.empty() && std::filesystem::exists(shared + "/models/1/model.pt");
+  }));
+  // Exit 0 when `who` reads `path` (cat, or ls for a directory).
+  auto reads = [&](const std::string& who, const std::string& path) {
+    const Account& acc = (*accounts)[who];
+    const std::string tool = std::filesystem::is_directory(path) ? "ls" : "cat";
+    return std::system(("setpriv --reuid=" + std::to_string(acc.uid) + " --regid=" +
+                        std::to_string(acc.gid) + " --init-groups " + tool + " '" + path +
+                        "' >/dev/null 2>&1")
+                           .c_str()) == 0;
+  };
+  const std::string state = dir_ + "/state";
+  std::string work;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(state)) {
+    if (entry.path().filename() == "work.txt") work = entry.path().string();
+  }
+  ASSERT_FALSE(work.empty()) << "no work.txt under " << state;
+  for (const std::string& path : {shared, shared + "/checkpoints/ckpt-1",
+                                  shared + "/models/1/model.pt", work}) {
+    EXPECT_TRUE(reads("alice", path)) << path;
+    EXPECT_FALSE(reads("bob", path)) << "bob reads " << path;
+  }
+  for (const char* own : {"state.db", "state.db-wal", "auth.db", "audit.log"}) {
+    const std::string path = state + "/" + own;
+    if (!std::filesystem::exists(path)) continue;
+    EXPECT_FALSE(reads("bob", path)) << "bob reads " << path;
+    EXPECT_FALSE(reads("alice", path)) << "alice reads " << path;
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 077, 0u) << path;
+  }
+}
+
 TEST_F(IdentityTest, RootActsAsAnotherAndTheAuditLineHasBothNames) {
   StartServer();
   const std::string alice = Tenant("alice");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "auth/token.h"
+#include "common/file.h"
 #include "common/dns_name.h"
 #include "store/sqlite.h"
 
@@ -53,12 +54,9 @@ Status Exec(sqlite3* db, const char* sql) {
 
 StatusOr<std::unique_ptr<AuthStore>> AuthStore::Open(const std::string& path, const Clock* clock) {
   // Made 0600 before SQLite opens it: token hashes and the tenants are the server's alone.
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return UnavailableError(path + ": cannot open the auth database: " + std::strerror(errno));
+  if (Status s = MakeDatabaseFilePrivate(path); !s.ok()) {
+    return UnavailableError("the auth database: " + s.message());
   }
-  ::fchmod(fd, 0600);
-  ::close(fd);
   sqlite3* db = nullptr;
   const int rc = sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX,
                                  nullptr);

@@ -66,6 +66,22 @@ StatusOr<std::string> ReadFileNoFollow(const std::string& path, size_t max_bytes
   return ReadWhole(path, max_bytes, O_NOFOLLOW);
 }
 
+Status MakeDatabaseFilePrivate(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return UnavailableError(path + ": cannot open: " + std::strerror(errno));
+  const int rc = ::fchmod(fd, 0600);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) return UnavailableError(path + ": chmod 0600: " + std::strerror(err));
+  for (const char* suffix : {"-wal", "-shm"}) {
+    const std::string f = path + suffix;
+    if (::chmod(f.c_str(), 0600) != 0 && errno != ENOENT) {
+      return UnavailableError(f + ": chmod 0600: " + std::strerror(errno));
+    }
+  }
+  return OkStatus();
+}
+
 Status MakeDirectories(const std::string& path, mode_t mode) {
   if (path.empty()) return InvalidArgumentError("MakeDirectories: empty path");
   for (size_t at = 1;; ++at) {

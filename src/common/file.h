@@ -18,6 +18,11 @@ StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes
 // the server read a file of the server's own for it.
 StatusOr<std::string> ReadFileNoFollow(const std::string& path, size_t max_bytes);
 
+// Creates the SQLite database `path` (when missing) readable and writable by this process's
+// account alone (0600), and makes it, its WAL and its shared-memory file so when they exist:
+// SQLite gives the files it makes the database's mode. Errors name the path.
+Status MakeDatabaseFilePrivate(const std::string& path);
+
 // mkdir -p: creates `path` and any missing parents (0755), the last one with `mode`
 // (applied even when it already existed). Errors name the directory that failed.
 Status MakeDirectories(const std::string& path, mode_t mode = 0755);

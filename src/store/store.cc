@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "common/file.h"
 #include "store/sqlite.h"
 
 namespace tarn::store {
@@ -60,6 +61,12 @@ AssemblyRecord ReadAssembly(const Statement& s) {
 }  // namespace
 
 StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
+  // Every tenant's assemblies (their environments too): the server's account's alone.
+  if (path != ":memory:") {
+    if (Status s = MakeDatabaseFilePrivate(path); !s.ok()) {
+      return UnavailableError("the state database: " + s.message());
+    }
+  }
   sqlite3* db = nullptr;
   int rc =
       sqlite3_open_v2(path.c_str(), &db,
