@@ -97,6 +97,31 @@ double RawTcp(size_t n) {
   return 2.0 * static_cast<double>(n) * static_cast<double>(rounds) / seconds;
 }
 
+// TARN_ASSEMBLY_SECRET's shape: 64 hex digits.
+constexpr char kSecret[] = "4c9a3e0f5d1b7a2c8e6f0a4b9d3c7e1f2a5b8c0d4e6f8a1b3c5d7e9f0a2b4c6d";
+
+// Seconds per connection (connect, the challenge when `secret`, registration), over many.
+double ConnectSeconds(bool secret) {
+  tarn::train::ParameterServer::Options so;
+  so.host = "127.0.0.1";
+  so.elements = 1;
+  if (secret) so.secret = kSecret;
+  auto server = tarn::train::ParameterServer::Create(so);
+  if (!server.ok() || !(*server)->Start().ok()) std::abort();
+  tarn::train::PsClient::Options co;
+  co.servers = {"127.0.0.1:" + std::to_string((*server)->port())};
+  co.plan = tarn::train::PlanShards({1}, 1);
+  if (secret) co.secret = kSecret;
+  constexpr int kConnections = 300;
+  const auto start = Clock::now();
+  for (int i = 0; i < kConnections; ++i) {
+    if (!tarn::train::PsClient::Connect(co).ok()) std::abort();
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  (*server)->Stop();
+  return seconds / kConnections;
+}
+
 // Bytes per second moved by push + pull of `n` bytes of floats.
 double PushPull(size_t n) {
   const int64_t floats = static_cast<int64_t>(n / 4);
@@ -105,11 +130,13 @@ double PushPull(size_t n) {
   so.elements = floats;
   so.optimizer.kind = "sgd";
   so.optimizer.learning_rate = 1e-3;
+  so.secret = kSecret;  // as under tarn: every connection answers the challenge
   auto server = tarn::train::ParameterServer::Create(so);
   if (!server.ok() || !(*server)->Start().ok()) std::abort();
   tarn::train::PsClient::Options co;
   co.servers = {"127.0.0.1:" + std::to_string((*server)->port())};
   co.plan = tarn::train::PlanShards({floats}, 1);
+  co.secret = kSecret;
   auto client = tarn::train::PsClient::Connect(co);
   if (!client.ok()) std::abort();
   std::vector<float> params(static_cast<size_t>(floats), 0.5f), grads(params.size(), 0.01f);
@@ -376,6 +403,14 @@ int main(int argc, char** argv) {
     std::printf("  \"ratio_%s\": %.3f", s.name, t / r);
     first = false;
   }
+  // The challenge's cost, once per connection: connecting with and without it.
+  std::vector<double> open, challenged;
+  for (int round = 0; round < 3; ++round) {
+    open.push_back(ConnectSeconds(false));
+    challenged.push_back(ConnectSeconds(true));
+  }
+  std::printf(",\n  \"connect_ms_without_challenge\": %.4f", Median(open) * 1e3);
+  std::printf(",\n  \"connect_ms_with_challenge\": %.4f", Median(challenged) * 1e3);
   std::printf(",\n  \"grpc_mode\": \"%s\"", grpc_unary ? "unary" : "stream");
   std::printf(",\n  \"message_bytes_4mib\": %zu,\n  \"message_bytes_900kb\": %zu\n}\n",
               sizes[0].bytes, sizes[1].bytes);

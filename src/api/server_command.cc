@@ -2,11 +2,14 @@
 
 #include <arpa/inet.h>
 #include <signal.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
@@ -19,6 +22,7 @@
 #include "backend/local_backend.h"
 #include "backend/slurm_backend.h"
 #include "common/file.h"
+#include "common/hmac_sha256.h"
 #include "common/local_paths.h"
 #include "registry/dns_server.h"
 #include "registry/registry.h"
@@ -76,6 +80,27 @@ struct Daemon::Parts {
 };
 
 namespace {
+
+// The server's key for the assemblies' secrets (STATE/assembly.key, 32 random bytes, 0600):
+// made once and kept, so that a restarted server gives restarted instances the secret their
+// running peers hold.
+StatusOr<std::string> AssemblyKey(const std::string& state_dir) {
+  const std::string path = state_dir + "/assembly.key";
+  if (::access(path.c_str(), F_OK) != 0) {
+    std::string key(32, '\0');
+    if (::getrandom(key.data(), key.size(), 0) != static_cast<ssize_t>(key.size())) {
+      return InternalError(std::string("getrandom: ") + std::strerror(errno));
+    }
+    RETURN_IF_ERROR(runtime::WriteFileAtomically(path, key, true, 0600));
+  }
+  ASSIGN_OR_RETURN(std::string key, ReadFileNoFollow(path, 64));
+  if (key.size() != 32) {
+    return DataLossError(path + ": " + std::to_string(key.size()) +
+                         " bytes, not a key of 32; remove it to make a new one (then restart "
+                         "the assemblies whose parameter servers hold the old secret)");
+  }
+  return key;
+}
 
 // Where the container-facing DNS server forwards names outside tarn's domain: the
 // configured upstreams, else the machine's own nameservers (those outside tarn's range,
@@ -308,6 +333,12 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
 
   p->loop = std::make_unique<ServiceLoop>(p->clock);
   ServiceLoop* loop = p->loop.get();
+  // Each assembly's secret (TARN_ASSEMBLY_SECRET), from the server's key.
+  ASSIGN_OR_RETURN(std::string assembly_key, AssemblyKey(p->state_dir));
+  backend::AssemblySecrets secrets = [key = std::move(assembly_key)](const std::string& user,
+                                                                     const std::string& name) {
+    return ToHex(DigestBytes(HmacSha256(key, "tarn-assembly-secret\n" + user + "/" + name)));
+  };
   // Containers (and Slurm jobs) run as the tenant's own account, found by the uid its label
   // is bound to.
   runtime::AccountLookup tenant_accounts = [store = p->auth_store.get()](const std::string& name)
@@ -335,6 +366,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     so.clock = &p->clock;
     so.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
     so.accounts = tenant_accounts;
+    so.secrets = secrets;
     auto slurm = backend::SlurmBackend::Create(std::move(so));
     if (!slurm.ok()) return slurm.status().WithContext(flags.config);
     p->backend = std::move(slurm).value();
@@ -352,6 +384,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     bo.runtime = p->runtime.get();
     bo.walls = p->walls.get();
     bo.accounts = tenant_accounts;
+    bo.secrets = secrets;
     bo.events = [loop](service::BackendEvent e) { loop->Post(std::move(e)); };
     bo.worker_threads = config.worker_threads;
     ASSIGN_OR_RETURN(p->backend, backend::LocalBackend::Create(std::move(bo)));

@@ -628,6 +628,7 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   LaunchContext ctx = ContextFor(ref.user);
   ctx.container_id = container_id;
   if (!placement.ip.empty()) ctx.ip = placement.ip;
+  if (options_.secrets) ctx.assembly_secret = options_.secrets(ref.user, ref.assembly);
   // A peer's address exists once the scheduler has placed it (and is kept with its place).
   ctx.peer_address = [this, prefix = ref.user + "/" + ref.assembly + "/"](const std::string& peer) {
     const std::string key = prefix + peer;

@@ -103,6 +103,7 @@ class LocalBackend final : public service::Backend {
     // for every account but its own and root, but on its public ports. Not owned; null:
     // none (the status says so).
     NetWalls* walls = nullptr;
+    AssemblySecrets secrets;  // TARN_ASSEMBLY_SECRET of each assembly; empty: none
     // Required; not owned; must outlive the backend and allow calls from several threads
     // at once (ShimRuntime does: it keeps no state but its options).
     runtime::ContainerRuntime* runtime = nullptr;

@@ -77,6 +77,7 @@ StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& a,
   add("TARN_IP", ctx.ip);
   add("TARN_SHARED_DIR", shared);
   add("TARN_CONTAINER_ID", ctx.container_id);
+  if (!ctx.assembly_secret.empty()) add("TARN_ASSEMBLY_SECRET", ctx.assembly_secret);
   std::string gpu_list;
   for (size_t i = 0; i < gpus.size(); ++i) gpu_list += (i ? "," : "") + std::to_string(gpus[i]);
   // No GPUs placed: hide any the machine has (CUDA) and ask the NVIDIA runtime for none.

@@ -34,7 +34,14 @@ struct LaunchContext {
   // The address of another instance of the assembly ("ps-0") for ${PS-0_IP}: "" while it has
   // none. Unset: every such address is unknown.
   std::function<std::string(const std::string& instance)> peer_address;
+  // TARN_ASSEMBLY_SECRET: the assembly's own secret, in its instances' environment alone (a
+  // ps admits only the processes that hold it); "" none.
+  std::string assembly_secret;
 };
+
+// The secret of each assembly: HMAC-SHA256 of "user/assembly" under the server's key.
+using AssemblySecrets =
+    std::function<std::string(const std::string& user, const std::string& assembly)>;
 
 // <state>/containers/<user>/<assembly>/<instance>, <state>/shims/..., <state>/shared/...
 std::string WorkDir(const LaunchContext& c, const std::string& assembly,

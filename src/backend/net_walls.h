@@ -1,4 +1,4 @@
-// Walls between tenants on one machine (DESIGN.md "Walls"). Every local instance binds its
+// Walls between tenants on one machine (docs/server.md "Walls between tenants"). Every local instance binds its
 // own loopback address in the host's network namespace, so any local process could connect
 // to any tenant's instance. NetWalls keeps an nftables table of tarn's own (never another's)
 // whose output-hook rules let a new connection (TCP) or a new flow (UDP) to an instance's

@@ -495,6 +495,7 @@ StatusOr<runtime::ContainerSpec> SlurmBackend::PrepareInstance(const spec::Assem
   LaunchContext ctx = ContextFor(ref.user);
   ctx.container_id = container_id;
   ctx.run_as = as;
+  if (options_.secrets) ctx.assembly_secret = options_.secrets(ref.user, ref.assembly);
   ctx.ip = "";  // known only where the job runs: the batch script passes TARN_IP to the shim
   // A peer's address is its node's, once its job runs and has reported it.
   ctx.peer_address = [dir = AssemblyDir(ref.user, ref.assembly)](const std::string& peer) {

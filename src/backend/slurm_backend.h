@@ -131,6 +131,7 @@ class SlurmBackend final : public service::Backend {
     // root submits every job as itself.
     runtime::RunAsPolicy run_as_policy;
     runtime::AccountLookup accounts;
+    AssemblySecrets secrets;  // TARN_ASSEMBLY_SECRET of each assembly; empty: none
     // Runs one Slurm command (argv, then the time limit); empty: RunCommand. Tests give a
     // fake Slurm here.
     std::function<StatusOr<CommandResult>(const std::vector<std::string>&,

@@ -135,7 +135,8 @@ Plan MakePlan(const Assembly& a, const std::string& user, const std::string& dom
         inst.hostname = InstanceHostname(inst.name, a.name, user, domain);
         inst.command = Substitute(c.launch_command, vars).text;
         inst.env = InstanceEnv(a, c, i, user, domain, vars);
-        inst.env_at_launch = {"TARN_IP", "TARN_SHARED_DIR", "TARN_CONTAINER_ID"};
+        inst.env_at_launch = {"TARN_IP", "TARN_SHARED_DIR", "TARN_CONTAINER_ID",
+                              "TARN_ASSEMBLY_SECRET"};
         if (c.resource.gpus.value_or(0) > 0) {
           inst.env_at_launch.push_back("CUDA_VISIBLE_DEVICES");
           inst.env_at_launch.push_back("NVIDIA_VISIBLE_DEVICES");

@@ -275,7 +275,8 @@ components:
 TEST(PlanTest, EnvAtLaunchHasGpuVariablesOnlyWithGpus) {
   Assembly a = MustParse(kTraining);
   Plan p = MakePlan(a, "alice", "tarn");
-  const std::vector<std::string> base = {"TARN_IP", "TARN_SHARED_DIR", "TARN_CONTAINER_ID"};
+  const std::vector<std::string> base = {"TARN_IP", "TARN_SHARED_DIR", "TARN_CONTAINER_ID",
+                                        "TARN_ASSEMBLY_SECRET"};
   auto has = [](const InstancePlan& i, const std::string& name) {
     return std::find(i.env_at_launch.begin(), i.env_at_launch.end(), name) != i.env_at_launch.end();
   };

@@ -43,13 +43,16 @@ Status RunParameterServerTask(const DistributedOptions& o, const std::atomic<boo
   po.sync = o.sync;
   po.backup_workers = o.backup_workers;
   po.log = o.training.log;
+  po.secret = o.secret;
   ASSIGN_OR_RETURN(auto server, ParameterServer::Create(po));
   RETURN_IF_ERROR(server->Start());
   if (o.training.log) {
     o.training.log(TaskName(c) + " serving " + std::to_string(po.elements) + " parameters on " +
                    po.host + ":" + std::to_string(server->port()) +
                    (o.sync ? " (synchronous, " + std::to_string(o.backup_workers) + " backup)"
-                           : " (asynchronous)"));
+                           : " (asynchronous)") +
+                   (o.secret.empty() ? "; admits any process (no $TARN_ASSEMBLY_SECRET)"
+                                     : "; admits only its assembly's processes"));
   }
   std::unique_ptr<MetricsServer> metrics;
   if (o.metrics_port >= 0) {
@@ -114,6 +117,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     co.chief = c.IsChief();
     co.plan = PlanShards(sizes, static_cast<int>(co.servers.size()));
     co.log = t.log;
+    co.secret = o.secret;
     ASSIGN_OR_RETURN(auto client, PsClient::Connect(co));
     HostParameters host(model);
     const std::vector<float*>& params = host.params();

@@ -35,6 +35,9 @@ struct DistributedOptions {
   int backup_workers = 0;
   std::string bind_ip;  // where a ps listens ($TARN_IP); "": every address
   int metrics_port = -1;  // a ps serves GET /metrics here (0: any port; -1: none)
+  // The assembly's secret ($TARN_ASSEMBLY_SECRET): a ps admits only connections that prove
+  // they hold it, and workers prove it (ps_wire.h). "": a ps admits anyone.
+  std::string secret;
 };
 
 Status RunParameterServerTask(const DistributedOptions& options, const std::atomic<bool>& stop);

@@ -132,6 +132,10 @@ int main(int argc, char** argv) {
     d.training = o;
     d.cluster = *cluster;
     if (tarn_ip != nullptr) d.bind_ip = tarn_ip;
+    // Given to the assembly's instances alone (tarn server): the ps's admission.
+    if (const char* secret = std::getenv("TARN_ASSEMBLY_SECRET"); secret != nullptr) {
+      d.secret = secret;
+    }
     d.metrics_port = metrics_port;
     if (cluster->task_type == "ps") {
       struct sigaction sa {};

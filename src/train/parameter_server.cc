@@ -118,7 +118,24 @@ void ParameterServer::AcceptLoop() {
 }
 
 void ParameterServer::Serve(std::shared_ptr<Worker> w, uint64_t serial) {
-  while (!stopping_) {
+  // Admission first: only a process that holds the assembly's secret talks to this server.
+  w->conn.SetTimeout(std::chrono::seconds(10));  // a silent peer does not hold a thread
+  const Status admitted = OfferChallenge(w->conn, options_.secret);
+  w->conn.SetTimeout(std::chrono::milliseconds(0));
+  if (!admitted.ok() && !stopping_) {
+    Log("refused a connection from " + PeerAddress(w->conn.fd()) + ": " + admitted.message());
+    // Its words for the other end (best effort: it may not be listening).
+    w->conn.SetTimeout(std::chrono::seconds(1));
+    if (SendError(w->conn, 0, "refused: " + admitted.message()).ok()) {
+      // Closing with its next frame unread would reset the connection, and the reset could
+      // overtake the error: end our side, and let it read and close first.
+      ::shutdown(w->conn.fd(), SHUT_WR);
+      char drain[4096];
+      while (::recv(w->conn.fd(), drain, sizeof drain, 0) > 0) {
+      }
+    }
+  }
+  while (admitted.ok() && !stopping_) {
     StatusOr<FrameHeader> h = w->conn.ReadHeader();
     Status s = h.ok() ? Handle(*w, *h) : h.status();
     if (!s.ok()) {

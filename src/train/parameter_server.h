@@ -45,6 +45,9 @@ class ParameterServer {
     bool sync = false;
     int backup_workers = 0;
     std::function<void(const std::string&)> log;  // may be empty
+    // The assembly's secret ($TARN_ASSEMBLY_SECRET): every connection must answer the
+    // challenge with it (ps_wire.h). Empty: anyone is admitted.
+    std::string secret;
   };
 
   struct Stats {

@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "train/ps_client.h"
+#include "train/ps_wire.h"
 
 namespace tarn::train {
 namespace {
@@ -30,6 +33,11 @@ class PsTest : public ::testing::Test {
       o.optimizer.momentum = 0.0;
       o.sync = sync;
       o.backup_workers = backup;
+      o.secret = server_secret_;
+      o.log = [this](const std::string& line) {
+        std::lock_guard<std::mutex> lock(log_mu_);
+        log_ += line + "\n";
+      };
       auto s = ParameterServer::Create(o);
       ASSERT_TRUE(s.ok()) << s.status().ToString();
       ASSERT_TRUE((*s)->Start().ok());
@@ -43,11 +51,19 @@ class PsTest : public ::testing::Test {
     o.worker = worker;
     o.plan = plan_;
     o.retry_for = retry;
+    o.secret = client_secret_;
     auto c = PsClient::Connect(o);
     EXPECT_TRUE(c.ok()) << c.status().ToString();
     return c.ok() ? std::move(*c) : nullptr;
   }
+  std::string Log() {
+    std::lock_guard<std::mutex> lock(log_mu_);
+    return log_;
+  }
 
+  std::string server_secret_, client_secret_;
+  std::mutex log_mu_;
+  std::string log_;  // the servers' log lines
   ShardPlan plan_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<ParameterServer>> servers_;
@@ -57,6 +73,64 @@ struct Model {
   float a[3], b[5];
   std::vector<float*> arrays() { return {a, b}; }
 };
+
+// Only a process that holds the assembly's secret talks to a ps: a wrong or missing secret,
+// or a frame sent without answering the challenge (the kSnapshot another account sent to
+// read a tenant's parameters), is refused with a log line, and gets nothing.
+TEST_F(PsTest, TheChallengeAdmitsOnlyTheAssemblysProcesses) {
+  server_secret_ = "0123456789abcdef0123456789abcdef";
+  StartServers(1);
+  client_secret_ = server_secret_;
+  auto chief = Client(0);
+  ASSERT_NE(chief, nullptr);
+  Model init{{1, 2, 3}, {4, 5, 6, 7, 8}};
+  ASSERT_TRUE(chief->Init(init.arrays()).ok());
+  Model got{};
+  ASSERT_TRUE(chief->Pull(got.arrays()).ok());
+  EXPECT_EQ(got.b[4], 8);
+
+  PsClient::Options o;
+  o.servers = addresses_;
+  o.plan = plan_;
+  o.retry_for = 2s;
+  o.secret = "another assembly's secret";
+  auto wrong = PsClient::Connect(o);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("does not hold the assembly's secret"),
+            std::string::npos)
+      << wrong.status().message();
+  o.secret.clear();
+  auto none = PsClient::Connect(o);
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(none.status().message().find("$TARN_ASSEMBLY_SECRET is unset"), std::string::npos)
+      << none.status().message();
+
+  // A snapshot asked for without the challenge's answer gets no parameters.
+  const int port = std::atoi(addresses_[0].c_str() + addresses_[0].rfind(':') + 1);
+  auto raw = Connection::Dial("127.0.0.1", port, 5s);
+  ASSERT_TRUE(raw.ok());
+  raw->SetTimeout(5s);
+  auto challenge = raw->ReadHeader();
+  ASSERT_TRUE(challenge.ok());
+  EXPECT_EQ(challenge->type, static_cast<uint16_t>(MessageType::kChallenge));
+  ASSERT_TRUE(raw->Skip(challenge->length).ok());
+  ASSERT_TRUE(raw->Send(MessageType::kSnapshot, 1, "").ok());
+  auto reply = raw->ReadHeader();
+  ASSERT_TRUE(reply.ok()) << reply.status().ToString();
+  EXPECT_EQ(reply->type, static_cast<uint16_t>(MessageType::kError));
+  ASSERT_TRUE(raw->Skip(reply->length).ok());
+  EXPECT_FALSE(raw->ReadHeader().ok()) << "the connection is closed";
+
+  const std::string log = Log();
+  EXPECT_NE(log.find("refused a connection from 127.0.0.1:"), std::string::npos) << log;
+  EXPECT_NE(log.find("its answer to the challenge is wrong"), std::string::npos) << log;
+  EXPECT_NE(log.find("its first frame (type 9) is no answer to the challenge"), std::string::npos)
+      << log;
+  // The parameters are as the chief left them.
+  ASSERT_TRUE(chief->Pull(got.arrays()).ok());
+  EXPECT_EQ(got.a[0], 1);
+}
 
 TEST_F(PsTest, AsyncPushesApplyAtOnceAcrossShards) {
   StartServers(2);

@@ -86,6 +86,9 @@ Status PsClient::Dial(Server& s) {
   const std::string where = s.host + ":" + std::to_string(s.port);
   ASSIGN_OR_RETURN(Connection c, Connection::Dial(s.host, s.port, std::chrono::seconds(5)));
   c.SetTimeout(options_.io_timeout);
+  if (Status s = AnswerChallenge(c, options_.secret); !s.ok()) {
+    return Status(s.code(), where + ": " + s.message());
+  }
   const nlohmann::json hello = {{"worker", options_.worker}};
   RETURN_IF_ERROR(c.Send(MessageType::kRegister, next_request_++, hello.dump()));
   ASSIGN_OR_RETURN(FrameHeader h, ReadReply(c, MessageType::kRegistered, where));

@@ -43,6 +43,8 @@ class PsClient {
     std::chrono::milliseconds retry_for{120000};
     std::chrono::milliseconds io_timeout{300000};  // a sync push may wait for slow peers
     std::function<void(const std::string&)> log;
+    // The assembly's secret, to answer each server's challenge (ps_wire.h).
+    std::string secret;
   };
 
   // Connects to and registers with every server (retrying as above).

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -14,6 +15,8 @@
 #include <climits>
 #include <cstring>
 #include <vector>
+
+#include "common/hmac_sha256.h"
 
 namespace tarn::train {
 namespace {
@@ -194,6 +197,73 @@ Status Connection::Skip(uint64_t size) {
     size -= n;
   }
   return OkStatus();
+}
+
+namespace {
+
+constexpr size_t kNonceBytes = 32;
+constexpr std::string_view kProofContext = "tarn-ps-v2";
+
+std::string Proof(std::string_view secret, std::string_view nonce) {
+  std::string message(kProofContext);
+  message.append(nonce);
+  return DigestBytes(HmacSha256(secret, message));
+}
+
+}  // namespace
+
+std::string PeerAddress(int fd) {
+  sockaddr_storage a{};
+  socklen_t len = sizeof a;
+  char host[NI_MAXHOST], port[NI_MAXSERV];
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0 ||
+      ::getnameinfo(reinterpret_cast<sockaddr*>(&a), len, host, sizeof host, port, sizeof port,
+                    NI_NUMERICHOST | NI_NUMERICSERV) != 0) {
+    return "an unknown peer";
+  }
+  return std::string(host) + ":" + port;
+}
+
+Status OfferChallenge(Connection& c, std::string_view secret) {
+  std::string nonce;
+  if (!secret.empty()) {
+    nonce.resize(kNonceBytes);
+    if (::getrandom(nonce.data(), nonce.size(), 0) != static_cast<ssize_t>(nonce.size())) {
+      return InternalError(Errno("getrandom"));
+    }
+  }
+  RETURN_IF_ERROR(c.Send(MessageType::kChallenge, 0, nonce));
+  if (secret.empty()) return OkStatus();
+  StatusOr<FrameHeader> h = c.ReadHeader();
+  if (!h.ok()) return PermissionDeniedError("no answer to the challenge: " + h.status().message());
+  if (h->type != static_cast<uint16_t>(MessageType::kProof) || h->length != 32) {
+    return PermissionDeniedError("its first frame (type " + std::to_string(h->type) +
+                                 ") is no answer to the challenge: it does not speak for the "
+                                 "assembly");
+  }
+  ASSIGN_OR_RETURN(std::string proof, c.ReadString(32));
+  if (!DigestsEqual(proof, Proof(secret, nonce))) {
+    return PermissionDeniedError("its answer to the challenge is wrong: it does not hold the "
+                                 "assembly's secret");
+  }
+  return OkStatus();
+}
+
+Status AnswerChallenge(Connection& c, std::string_view secret) {
+  ASSIGN_OR_RETURN(FrameHeader h, c.ReadHeader());
+  if (h.type != static_cast<uint16_t>(MessageType::kChallenge) || h.length > 1024) {
+    return InvalidArgumentError("the parameter server did not open with its challenge (type " +
+                                std::to_string(h.type) + ")");
+  }
+  ASSIGN_OR_RETURN(std::string nonce, c.ReadString(h.length));
+  if (nonce.empty()) return OkStatus();  // a ps without a secret admits anyone
+  if (secret.empty()) {
+    return FailedPreconditionError(
+        "the parameter server admits only the processes of its assembly, and this one has no "
+        "secret ($TARN_ASSEMBLY_SECRET is unset: run it in the assembly, or give it the same "
+        "secret)");
+  }
+  return c.Send(MessageType::kProof, 0, Proof(secret, nonce));
 }
 
 StatusOr<int> Listen(const std::string& host, int port, int* bound_port) {

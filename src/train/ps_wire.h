@@ -6,6 +6,10 @@
 // messages (register, errors) carry small JSON bodies.
 //
 //   worker -> ps                         ps -> worker
+//                                         kChallenge 32-byte nonce, first on every
+//                                                    connection (empty: no secret)
+//   kProof     HMAC-SHA256(secret,         (the ps closes a connection whose proof is wrong)
+//              "tarn-ps-v2" nonce)
 //   kRegister  {"worker": i, "chief": b}  kRegistered {"initialized", "step", "workers", "sync"}
 //   kInit      u64 0, floats              kAck u64 step   (ignored when already initialised)
 //   kPull      (empty)                    kParams u64 step, floats; or kError
@@ -14,6 +18,11 @@
 //   kRestore   u64 step, u64 arrays,      kAck u64 step   (ignored when already initialised)
 //              floats x arrays
 //                                         kError {"error": "..."} for anything refused
+//
+// The challenge admits only processes that hold the assembly's secret
+// ($TARN_ASSEMBLY_SECRET, in its instances' environment alone): no other account's process,
+// nor one of the same account outside the assembly, nor any process on a Slurm node can read
+// (kSnapshot), overwrite (kRestore, kInit) or poison (kPush) the parameters.
 //
 // A state is the parameters, then the optimiser's moment arrays (1 for SGD's momentum, 2 for
 // Adam's); a checkpoint is made of the states of every server.
@@ -51,6 +60,8 @@ enum class MessageType : uint16_t {
   kSnapshot = 9,
   kState = 10,
   kRestore = 11,
+  kChallenge = 12,
+  kProof = 13,
 };
 
 struct FrameHeader {
@@ -63,7 +74,7 @@ struct FrameHeader {
 static_assert(sizeof(FrameHeader) == 24);
 
 inline constexpr uint32_t kFrameMagic = 0x504e5254;  // "TRNP" in memory order
-inline constexpr uint16_t kFrameVersion = 1;
+inline constexpr uint16_t kFrameVersion = 2;  // 2: the challenge
 inline constexpr uint64_t kMaxFrameBody = uint64_t{4} << 30;
 
 class Connection {
@@ -100,8 +111,19 @@ class Connection {
   int fd_ = -1;
 };
 
+// The ps's side of the challenge, first on a connection it accepted: sends a nonce and
+// checks the proof (within the connection's timeout). With no secret, sends an empty
+// challenge and admits anyone. PermissionDenied when the proof is wrong or missing.
+Status OfferChallenge(Connection& c, std::string_view secret);
+// The worker's side: reads the challenge and proves it holds `secret`. A ps that asks for a
+// secret this process does not have is a FailedPrecondition saying so.
+Status AnswerChallenge(Connection& c, std::string_view secret);
+
 // A listening TCP socket on host:port (port 0: any); `bound_port` gets the port.
 StatusOr<int> Listen(const std::string& host, int port, int* bound_port);
+
+// "127.0.0.1:40312" for the peer of a connected socket; "an unknown peer" when not known.
+std::string PeerAddress(int fd);
 
 // The socket options both ends use: no Nagle delay, large buffers.
 void TuneSocket(int fd);
