@@ -391,6 +391,9 @@ Status LocalBackend::RestorePlace(const spec::Assembly& assembly, const Instance
 }
 
 void LocalBackend::ReleasePlacement(const std::string& key) {
+  // With the walls' lock: a launch setting this instance's wall either finishes first (and
+  // the wall goes here) or finds the address gone (and sets none).
+  std::lock_guard<std::mutex> walls_lock(walls_mu_);
   {
     std::lock_guard<std::mutex> lock(scheduler_mu_);
     (void)scheduler_->Release(key);  // NotFound: nothing to release
@@ -417,6 +420,7 @@ StatusOr<runtime::RunAs> LocalBackend::RunAsFor(const std::string& user, bool pr
 Status LocalBackend::SetWall(const InstanceRef& ref, const spec::Component& component, uid_t uid) {
   if (options_.walls == nullptr || !options_.walls->on()) return OkStatus();
   const std::string key = ref.Key();
+  std::lock_guard<std::mutex> walls_lock(walls_mu_);  // see ReleasePlacement
   {
     std::lock_guard<std::mutex> lock(scheduler_mu_);
     // Only an address of its own can be walled (one shared with others, when the range is

@@ -226,6 +226,9 @@ class LocalBackend final : public service::Backend {
 
   const Options options_;
 
+  // Held while an instance's wall is set and while its address is released (so no wall
+  // outlives its address); taken before scheduler_mu_, never after.
+  std::mutex walls_mu_;
   mutable std::mutex scheduler_mu_;
   std::unique_ptr<scheduler::Scheduler> scheduler_;  // guarded by scheduler_mu_
   // Per-instance addresses (guarded by scheduler_mu_): by key, and the ones in use.

@@ -115,8 +115,9 @@ TEST_F(FakeNftTest, ARefusedFirstLoadTurnsTheWallsOffAndSaysWhy) {
 // The kernel's verdict: a real table, a real listener, real accounts (root and nobody).
 TEST(RealNftTest, OnlyTheOwnAccountAndRootConnectButOnPublicPorts) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (nftables)";
-  if (std::system("command -v nft >/dev/null 2>&1") != 0) {
-    GTEST_SKIP() << "nftables is not installed (scripts/setup installs it)";
+  if (std::system("nft list tables >/dev/null 2>&1") != 0) {
+    GTEST_SKIP() << "nftables is not installed (scripts/setup installs it) or the kernel "
+                    "refuses it";
   }
   TempDir tmp("net-walls-real-test");
   // An address of this test's own, away from the servers' ranges.
@@ -155,6 +156,27 @@ TEST(RealNftTest, OnlyTheOwnAccountAndRootConnectButOnPublicPorts) {
   EXPECT_TRUE(connects("--reuid=0", 18801)) << "root";
   EXPECT_FALSE(connects(other, 18801)) << "another account";
   EXPECT_TRUE(connects(other, 18802)) << "a public port";
+
+  // UDP: another account's datagram never arrives; root's does.
+  const int udp = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  sockaddr_in u{};
+  u.sin_family = AF_INET;
+  u.sin_port = htons(18803);
+  ::inet_pton(AF_INET, ip.c_str(), &u.sin_addr);
+  ASSERT_EQ(::bind(udp, reinterpret_cast<sockaddr*>(&u), sizeof u), 0);
+  auto send_udp = [&](const std::string& who, const std::string& text) {
+    std::system(("setpriv " + who + " bash -c 'echo " + text + " > /dev/udp/" + ip +
+                 "/18803' 2>/dev/null")
+                    .c_str());
+    ::usleep(100000);
+    char buf[64] = {};
+    const ssize_t n = ::recv(udp, buf, sizeof buf - 1, 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+  };
+  EXPECT_EQ(send_udp(other, "from-other"), "") << "another account's datagram arrived";
+  EXPECT_EQ(send_udp(nobody, "from-own"), "from-own\n");
+  ::close(udp);
+
   ASSERT_TRUE(walls->Remove("t/a/c-0").ok());
   EXPECT_TRUE(connects(other, 18801)) << "the address is free again";
 

@@ -176,6 +176,10 @@ class SlurmBackend final : public service::Backend {
   void NamesChanged(const std::string& user, const std::string& assembly,
                     const std::string& hosts_lines) override;
   std::string DescribeNameResolution() const override { return options_.names.description; }
+  std::string DescribeNetworkWalls() const override {
+    return "off: Slurm jobs share their node's address, so no wall per instance can be made; "
+           "the parameter servers admit only their assembly's processes (its secret)";
+  }
   // The numbers assigned to the instance (assigning them when it has none yet; the declared
   // ones, with the error logged, when the range is exhausted).
   std::vector<spec::NamedPort> InstancePorts(const service::InstanceRef& ref,
