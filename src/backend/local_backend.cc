@@ -587,6 +587,9 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
         key, container_id,
         "assembly \"" + assembly.name + "\" has no component \"" + ref.component + "\"");
   }
+  if (Status s = CheckArtifactRuns(*component, options_.runtime->RunsImages()); !s.ok()) {
+    return EmitStartFailed(key, container_id, s.message());
+  }
   const std::string shim_dir = ShimDirOf(ref);
   StatusOr<ContainerState> before = options_.runtime->State(shim_dir);
   if (before.ok() && before->phase == ContainerState::Phase::kRunning) {

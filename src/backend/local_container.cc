@@ -9,6 +9,18 @@
 
 namespace tarn::backend {
 
+Status CheckArtifactRuns(const spec::Component& component, bool runs_images) {
+  if (!component.artifact || component.artifact->type != spec::ArtifactType::kDocker ||
+      runs_images) {
+    return OkStatus();
+  }
+  return FailedPreconditionError(
+      "component " + component.name + " asks for the image \"" + component.artifact->id +
+      "\" (a DOCKER artifact), and this server runs no container engine yet: it refuses "
+      "rather than run the command on the host without the image (docs/runtime.md); give the "
+      "component a TARBALL artifact or none");
+}
+
 std::string WorkDir(const LaunchContext& c, const std::string& assembly,
                     const std::string& instance) {
   return c.state_dir + "/containers/" + c.user + "/" + assembly + "/" + instance;

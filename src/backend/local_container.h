@@ -43,6 +43,11 @@ struct LaunchContext {
 using AssemblySecrets =
     std::function<std::string(const std::string& user, const std::string& assembly)>;
 
+// OK unless `component` asks for an image (a DOCKER artifact) and the backend's runtime
+// runs none (`runs_images`): then FailedPrecondition saying so. Such a start is refused,
+// never run on the host without the image the user asked for.
+Status CheckArtifactRuns(const spec::Component& component, bool runs_images);
+
 // <state>/containers/<user>/<assembly>/<instance>, <state>/shims/..., <state>/shared/...
 std::string WorkDir(const LaunchContext& c, const std::string& assembly,
                     const std::string& instance);

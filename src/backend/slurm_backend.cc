@@ -619,6 +619,10 @@ void SlurmBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
   if (Status s = CheckSharedDir(options_.shared_dir); !s.ok()) {
     return EmitStartFailed(key, container_id, s.message());
   }
+  // The shim runs the instance on its node as a process: no image.
+  if (Status s = CheckArtifactRuns(*component, false); !s.ok()) {
+    return EmitStartFailed(key, container_id, s.message());
+  }
   StatusOr<runtime::RunAs> as = RunAsFor(ref.user, component->run_privileged_container);
   if (!as.ok()) return EmitStartFailed(key, container_id, as.status().message());
   if (LaunchMember(assembly, *component, ref, container_id, *as)) return;

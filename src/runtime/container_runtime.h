@@ -44,6 +44,9 @@ class ContainerRuntime {
   // (a runtime whose supervisors are its children, or re-parented to it), so that none stays
   // a zombie. Callers call it from time to time; State() may do it too.
   virtual void ReapEnded() {}
+  // Whether it runs a DOCKER artifact's image. A backend whose runtime does not refuses such
+  // a start, never runs its command on the host without the image.
+  virtual bool RunsImages() const { return false; }
 };
 
 }  // namespace tarn::runtime

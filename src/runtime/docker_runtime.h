@@ -33,6 +33,7 @@ class DockerRuntime final : public ContainerRuntime {
   StatusOr<ContainerState> Wait(const std::string& shim_dir,
                                 std::chrono::milliseconds timeout) override;
   Status Remove(const std::string& shim_dir) override;
+  bool RunsImages() const override { return true; }
 
   // The `run` command line for a spec (exposed for tests and `tarn explain`).
   static std::vector<std::string> RunArgs(const std::string& engine, const ContainerSpec& spec);
