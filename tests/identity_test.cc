@@ -466,13 +466,18 @@ TEST_F(IdentityTest, WallsKeepOtherAccountsOffAnInstanceButOnItsPublicPorts) {
   check("while the server is down");
   ASSERT_TRUE(server_->Start()) << server_->log();
   check("after the restart");
+  // The server's table (one per address range: "tarn_127_43_0_0_16").
   std::string name = "tarn_";
   for (char c : range_) name += std::isdigit(static_cast<unsigned char>(c)) ? c : '_';
-  FILE* p = ::popen(("nft list table inet " + name + " 2>&1").c_str(), "r");
-  std::string rules;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) rules.append(buf, n);
-  ::pclose(p);
+  auto table = [&] {
+    FILE* p = ::popen(("nft list table inet " + name + " 2>&1").c_str(), "r");
+    std::string text;
+    char buf[4096];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) text.append(buf, n);
+    ::pclose(p);
+    return text;
+  };
+  std::string rules = table();
   EXPECT_NE(rules.find("ip daddr " + ip["ps"] + " ct state new meta skuid != { 0, " +
                        std::to_string((*accounts)["alice"].uid) + " }"),
             std::string::npos)
@@ -483,10 +488,7 @@ TEST_F(IdentityTest, WallsKeepOtherAccountsOffAnInstanceButOnItsPublicPorts) {
   tarn::testing::WaitFor("walled to be destroyed", 30s, [&] {
     return Rest("GET", "/app/v1/services/walled", json(), alice_token).status == 404;
   });
-  p = ::popen(("nft list table inet " + name + " 2>&1").c_str(), "r");
-  rules.clear();
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) rules.append(buf, n);
-  ::pclose(p);
+  rules = table();
   EXPECT_EQ(rules.find(ip["ps"] + " "), std::string::npos) << rules;
 }
 

@@ -4,6 +4,8 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include "common/hmac_sha256.h"
+
 namespace tarn::auth {
 namespace {
 
@@ -59,18 +61,7 @@ std::string TokenHash(std::string_view token) {
   SHA256_Final(digest, &context);
   OPENSSL_cleanse(&context, sizeof context);
 #pragma GCC diagnostic pop
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * sizeof digest);
-  for (unsigned char b : digest) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
-
-bool ConstantTimeEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return ToHex(std::string_view(reinterpret_cast<const char*>(digest), sizeof digest));
 }
 
 }  // namespace tarn::auth

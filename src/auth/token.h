@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/hmac_sha256.h"  // ConstantTimeEquals, for tokens and their hashes
 #include "common/status.h"
 
 namespace tarn::auth {
@@ -25,7 +26,6 @@ bool IsWellFormedToken(std::string_view text);
 // SHA-256 of `token`, 64 lowercase hex digits.
 std::string TokenHash(std::string_view token);
 
-// Compares in time that depends on the lengths only.
-bool ConstantTimeEquals(std::string_view a, std::string_view b);
+// Credentials are compared with tarn::ConstantTimeEquals (common/hmac_sha256.h).
 
 }  // namespace tarn::auth

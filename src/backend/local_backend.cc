@@ -412,9 +412,8 @@ void LocalBackend::ReleasePlacement(const std::string& key) {
 
 StatusOr<runtime::RunAs> LocalBackend::RunAsFor(const std::string& user, bool privileged) const {
   if (options_.run_as) return *options_.run_as;
-  return runtime::ResolveRunAs(
-      options_.run_as_policy, user, privileged, ::geteuid(),
-      options_.accounts ? options_.accounts : runtime::AccountLookup(runtime::LookUpAccount));
+  return runtime::ResolveRunAs(options_.run_as_policy, user, privileged, ::geteuid(),
+                               options_.accounts);
 }
 
 Status LocalBackend::SetWall(const InstanceRef& ref, const spec::Component& component, uid_t uid) {

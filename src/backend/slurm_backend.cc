@@ -434,9 +434,8 @@ LaunchContext SlurmBackend::ContextFor(const std::string& user) const {
 }
 
 StatusOr<runtime::RunAs> SlurmBackend::RunAsFor(const std::string& user, bool privileged) const {
-  StatusOr<runtime::RunAs> as = runtime::ResolveRunAs(
-      options_.run_as_policy, user, privileged, ::geteuid(),
-      options_.accounts ? options_.accounts : runtime::AccountLookup(runtime::LookUpAccount));
+  StatusOr<runtime::RunAs> as = runtime::ResolveRunAs(options_.run_as_policy, user, privileged, ::geteuid(),
+                               options_.accounts);
   if (as.ok() && ::geteuid() != 0) {
     as->reason = "tarn server is not root: Slurm runs every job as the server's account";
   }

@@ -100,7 +100,7 @@ Sha256Digest HmacSha256(std::string_view key, std::string_view message) {
   return Sha256(outer);
 }
 
-bool DigestsEqual(std::string_view a, std::string_view b) {
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);

@@ -16,8 +16,9 @@ using Sha256Digest = std::array<uint8_t, 32>;
 Sha256Digest Sha256(std::string_view data);
 Sha256Digest HmacSha256(std::string_view key, std::string_view message);
 
-// Equal contents, in time that depends on the lengths alone.
-bool DigestsEqual(std::string_view a, std::string_view b);
+// Equal contents, in time that depends on the lengths alone: for secrets (tokens, digests),
+// never memcmp.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 std::string DigestBytes(const Sha256Digest& d);  // the 32 bytes as a string
 std::string ToHex(std::string_view bytes);       // lower-case hex

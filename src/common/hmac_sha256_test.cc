@@ -37,10 +37,10 @@ TEST(HmacSha256Test, Rfc4231) {
             "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
 }
 
-TEST(HmacSha256Test, DigestsEqualComparesWholeContents) {
-  EXPECT_TRUE(DigestsEqual("abc", "abc"));
-  EXPECT_FALSE(DigestsEqual("abc", "abd"));
-  EXPECT_FALSE(DigestsEqual("abc", "ab"));
+TEST(HmacSha256Test, ConstantTimeEqualsComparesWholeContents) {
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "ab"));
 }
 
 }  // namespace

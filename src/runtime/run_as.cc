@@ -58,9 +58,14 @@ std::optional<Account> LookUpAccount(const std::string& name) {
   return Account{result->pw_name, result->pw_uid, result->pw_gid};
 }
 
+namespace {
+const AccountLookup kLookUpAccount = LookUpAccount;
+}  // namespace
+
 StatusOr<RunAs> ResolveRunAs(const RunAsPolicy& policy, const std::string& user,
                              bool privileged_requested, uid_t daemon_uid,
-                             const AccountLookup& lookup) {
+                             const AccountLookup& given) {
+  const AccountLookup& lookup = given ? given : kLookUpAccount;
   if (daemon_uid != 0) {
     struct passwd pw {};
     struct passwd* result = nullptr;

@@ -47,6 +47,7 @@ std::optional<Account> LookUpAccount(const std::string& name);
 // owner, and the account.
 Status CheckCanEnter(const std::string& path, const Account& account);
 
+// `lookup` empty: LookUpAccount.
 StatusOr<RunAs> ResolveRunAs(const RunAsPolicy& policy, const std::string& user,
                              bool privileged_requested, uid_t daemon_uid,
                              const AccountLookup& lookup = LookUpAccount);

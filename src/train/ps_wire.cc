@@ -242,7 +242,7 @@ Status OfferChallenge(Connection& c, std::string_view secret) {
                                  "assembly");
   }
   ASSIGN_OR_RETURN(std::string proof, c.ReadString(32));
-  if (!DigestsEqual(proof, Proof(secret, nonce))) {
+  if (!ConstantTimeEquals(proof, Proof(secret, nonce))) {
     return PermissionDeniedError("its answer to the challenge is wrong: it does not hold the "
                                  "assembly's secret");
   }
