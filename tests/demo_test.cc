@@ -62,6 +62,29 @@ TEST(DemoTest, TheFashionMnistAssemblyTrainsServesAndAnswersTheTestSet) {
       << run->out;
 }
 
+// The same assembly from container images (assembly-docker.json: localhost/tarn-fmnist,
+// which scripts/images makes from the release build before the release tests run): every
+// instance a podman container, trained and served to the same accuracy.
+TEST(DemoTest, TheFashionMnistAssemblyFromImagesTrainsAndServes) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (tarn server starts containers)";
+  auto image = tarn::RunCommand({"podman", "image", "exists", "localhost/tarn-fmnist:latest"}, 60s);
+  if (!image.ok() || !image->success()) {
+    GTEST_SKIP() << "no image localhost/tarn-fmnist:latest (scripts/images makes it; "
+                    "scripts/test does before the release tests)";
+  }
+  auto run = RunDemo({"--epochs", "1", "--assembly",
+                      TARN_SOURCE_DIR "/examples/fashion-mnist/assembly-docker.json"});
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->exit_code, 0) << run->out << run->err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(run->out, m,
+                                std::regex(R"(served version (\d+): (\d+)/10000 correct)")))
+      << run->out;
+  EXPECT_GE(std::stoi(m[2]), 8500) << run->out;
+  EXPECT_NE(run->out.find("Successfully destroyed service fmnist"), std::string::npos)
+      << run->out;
+}
+
 // Issue 8's faults, one at a time while the assembly trains and serves: kill -9 of a serving
 // replica, a ps, the chief, and tarn server itself. demo.py checks that each comes back by
 // its policy (and nothing else restarts, and no instance runs twice), that the chief restores

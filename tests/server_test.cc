@@ -289,31 +289,6 @@ TEST_F(ServerTest, AStateDirectoryTheRunAsAccountCannotReachIsRefusedAtLaunch) {
 
 // A DOCKER artifact asks for an image: a server without a container engine refuses the
 // start and says why, instead of running the command on the host without the image.
-TEST_F(ServerTest, AnImageThisServerCannotRunIsRefusedNotRunOnTheHost) {
-  StartServer();
-  const std::string marker = dir_ + "/ran-on-the-host";
-  json a = {{"name", "imaged"},
-            {"version", "1"},
-            {"components",
-             json::array({{{"name", "c"},
-                           {"number_of_containers", 1},
-                           {"artifact", {{"id", "localhost/tarn-marker:1"}, {"type", "DOCKER"}}},
-                           {"launch_command", "touch " + marker + "; sleep 100"},
-                           {"resource", {{"cpus", 1}, {"memory", "64"}}}}})}};
-  ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
-  std::string why;
-  WaitFor("c-0 to say why it cannot start", 20s, [&] {
-    Reply r = Call("GET", "/app/v1/services/imaged");
-    if (r.status != 200) return false;
-    const json& i = r.body["components"][0]["containers"][0];
-    why = i.value("diagnostics", "") + " " + i.value("last_exit", "");
-    return why.find("runs no container engine") != std::string::npos;
-  });
-  EXPECT_NE(why.find("asks for the image \"localhost/tarn-marker:1\""), std::string::npos) << why;
-  std::this_thread::sleep_for(500ms);
-  EXPECT_FALSE(std::filesystem::exists(marker)) << "the command ran on the host";
-}
-
 TEST_F(ServerTest, CrashingInstanceBacksOffThenFailsTheAssembly) {
   StartServer();
   json a = {

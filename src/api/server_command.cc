@@ -26,6 +26,8 @@
 #include "common/local_paths.h"
 #include "registry/dns_server.h"
 #include "registry/registry.h"
+#include "runtime/dispatch_runtime.h"
+#include "runtime/docker_runtime.h"
 #include "runtime/shim_runtime.h"
 #include "scheduler/node_inventory.h"
 #include "service/manager.h"
@@ -71,6 +73,8 @@ struct Daemon::Parts {
   std::unique_ptr<auth::AuditLog> audit;
   std::unique_ptr<auth::Authenticator> authenticator;
   std::unique_ptr<runtime::ShimRuntime> runtime;
+  // Processes through `runtime`, images through podman (made at the first image start).
+  std::unique_ptr<runtime::DispatchRuntime> containers;
   std::unique_ptr<ServiceLoop> loop;
   std::unique_ptr<backend::NetWalls> walls;   // the local backend's; outlives it
   std::unique_ptr<service::Backend> backend;  // local or slurm
@@ -300,6 +304,18 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   if (std::string w = p->runtime->Warning(); !w.empty()) {
     std::cerr << "tarn server: warning: " << w << "\n";
   }
+  runtime::DockerRuntime::Options engine;
+  engine.engine = config.container_engine;
+  engine.oci_runtime = config.oci_runtime;
+  engine.server_label = ToHex(DigestBytes(Sha256(p->state_dir))).substr(0, 16);
+  p->containers = std::make_unique<runtime::DispatchRuntime>(
+      p->runtime.get(), [engine]() -> StatusOr<std::unique_ptr<runtime::ContainerRuntime>> {
+        ASSIGN_OR_RETURN(auto made, runtime::DockerRuntime::Create(engine));
+        std::cerr << "tarn server: images run through " << made->engine()
+                  << (made->oci_runtime().empty() ? "" : " (OCI runtime " + made->oci_runtime() + ")")
+                  << "\n";
+        return std::unique_ptr<runtime::ContainerRuntime>(std::move(made));
+      });
 
   p->registry = std::make_unique<registry::Registry>(config.domain);
   if (!flags.dns.empty()) {
@@ -381,7 +397,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     bo.ip = config.instance_ip;
     bo.address_range = config.address_range;
     bo.names = names;
-    bo.runtime = p->runtime.get();
+    bo.runtime = p->containers.get();
     bo.walls = p->walls.get();
     bo.accounts = tenant_accounts;
     bo.secrets = secrets;

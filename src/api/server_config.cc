@@ -239,6 +239,12 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
         return Bad(source, k,
                    "expected \"auto\", \"resolv-conf\", \"hosts\" or \"none\", got " + v.dump());
       }
+    } else if (k == "container_engine" || k == "oci_runtime") {
+      if (!v.is_string() || v.get<std::string>().find_first_of(" \t\n") != std::string::npos) {
+        return Bad(source, k, "expected a command name or path (\"podman\", \"runc\"), got " +
+                                  v.dump());
+      }
+      (k == "container_engine" ? c.container_engine : c.oci_runtime) = v.get<std::string>();
     } else if (k == "dns_upstream") {
       if (!v.is_array()) return Bad(source, k, "expected a list of \"IP\" or \"IP:PORT\"");
       std::vector<std::string> upstream;
@@ -304,7 +310,7 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
       return Bad(source, k,
                  "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
                  "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
-                 "dns_upstream, backend, http, auth, tls)");
+                 "container_engine, oci_runtime, dns_upstream, backend, http, auth, tls)");
     }
   }
   auto parsed = scheduler::ParseQueues(queues);

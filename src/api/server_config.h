@@ -17,6 +17,9 @@
 //     "container_names": "auto",              // how programs in containers resolve names:
 //                                             // "resolv-conf", "hosts", "none" (name_files.h);
 //                                             // auto: the first this machine allows
+//     "container_engine": "podman",           // runs DOCKER artifacts' images (path or name)
+//     "oci_runtime": "runc",                  // podman --runtime; absent: runc where crun
+//                                             // fails (cgroup v1/hybrid), else podman's own
 //     "dns_upstream": ["10.0.0.2", "10.0.0.3:53"] // where the DNS server forwards names
 //                                             // outside its domain; absent: the machine's
 //                                             // /etc/resolv.conf nameservers; []: none (REFUSED)
@@ -100,6 +103,8 @@ struct ServerConfig {
   service::RestartOptions restart;
   std::optional<backend::NameResolution::Mode> container_names;  // none: auto
   std::optional<std::vector<std::string>> dns_upstream;          // none: the machine's
+  std::string container_engine;  // "": podman
+  std::string oci_runtime;       // "": auto (runtime::DockerRuntime::Options)
   BackendConfig backend;
   HttpConfig http;
   auth::AuthConfig auth;

@@ -106,6 +106,11 @@ namespace fs = std::filesystem;
 // then SIGKILL).
 constexpr std::chrono::milliseconds kOrphanStopWait{30000};
 
+// A start that waits (an image that cannot be pulled now) is tried again after 2 s, then
+// after twice as long each time, up to a minute (Kubernetes' image pull back-off).
+constexpr std::chrono::milliseconds kWaitingFirstDelay{2000};
+constexpr std::chrono::milliseconds kWaitingMaxDelay{60000};
+
 void LogLocalError(const std::string& message) {
   std::cerr << "tarn: local backend: " + message + "\n";
 }
@@ -674,9 +679,44 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
     return EmitStartFailed(key, container_id, "network walls: " + wall.message());
   }
   StatusOr<ContainerState> started = options_.runtime->Start(*spec);
+  if (!started.ok() && started.status().code() == StatusCode::kUnavailable) {
+    // Not yet (the image cannot be pulled now): it waits, and is tried again later.
+    BackendEvent e;
+    e.kind = BackendEvent::Kind::kWaiting;
+    e.key = key;
+    e.container_id = container_id;
+    std::lock_guard<std::mutex> lock(mu_);
+    WaitingLaunch& w = waiting_[key];
+    const bool again = w.container_id == container_id;
+    w.delay = again ? std::min(w.delay * 2, kWaitingMaxDelay) : kWaitingFirstDelay;
+    w.assembly = assembly;
+    w.ref = ref;
+    w.placement = placement;
+    w.container_id = container_id;
+    w.due = options_.clock->Now() + w.delay;
+    w.posted = false;
+    e.detail = started.status().message() + "; trying again in " +
+               std::to_string(w.delay.count() / 1000) + " s";
+    return Emit(std::move(e));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_.erase(key);
+  }
   if (!started.ok()) return EmitStartFailed(key, container_id, started.status().message());
   // Even one that has already ended did start; the monitor reports its exit next.
   StartedAndWatch(key, container_id, shim_dir);
+}
+
+void LocalBackend::DoRetryLaunch(const std::string& key, const std::string& container_id) {
+  WaitingLaunch w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = waiting_.find(key);
+    if (it == waiting_.end() || it->second.container_id != container_id) return;  // stopped
+    w = it->second;
+  }
+  DoLaunch(w.assembly, w.ref, w.placement, w.container_id);
 }
 
 void LocalBackend::DoStop(const InstanceRef& ref, const std::string& container_id) {
@@ -685,6 +725,9 @@ void LocalBackend::DoStop(const InstanceRef& ref, const std::string& container_i
   bool watched = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = waiting_.find(key); it != waiting_.end() && it->second.container_id == container_id) {
+      waiting_.erase(it);  // it never started: the State() below says so
+    }
     auto it = watched_.find(key);
     watched = it != watched_.end() && it->second.container_id == container_id;
     if (!watched && exits_.Reported(key, container_id)) {
@@ -959,9 +1002,19 @@ void LocalBackend::WaitForIdleForTest() { work_->WaitIdle(); }
 void LocalBackend::CheckContainers() {
   options_.runtime->ReapEnded();  // shims that ended after their instance was let go
   std::vector<std::pair<std::string, Watched>> watched;
+  std::vector<std::pair<std::string, std::string>> due;  // waiting starts to try again
   {
     std::lock_guard<std::mutex> lock(mu_);
     watched.assign(watched_.begin(), watched_.end());
+    const Clock::TimePoint now = options_.clock->Now();
+    for (auto& [key, w] : waiting_) {
+      if (w.posted || w.due > now) continue;
+      w.posted = true;
+      due.emplace_back(key, w.container_id);
+    }
+  }
+  for (const auto& [key, container_id] : due) {
+    work_->Post(key, [this, key, container_id] { DoRetryLaunch(key, container_id); });
   }
   for (const auto& [key, w] : watched) {
     StatusOr<ContainerState> st = options_.runtime->State(w.shim_dir);

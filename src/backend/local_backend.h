@@ -198,6 +198,8 @@ class LocalBackend final : public service::Backend {
   void DoLaunch(const spec::Assembly& assembly, const service::InstanceRef& ref,
                 const service::Placement& placement, const std::string& container_id);
   void DoStop(const service::InstanceRef& ref, const std::string& container_id);
+  // A start the runtime could not make yet (its image cannot be pulled now), due again.
+  void DoRetryLaunch(const std::string& key, const std::string& container_id);
   void DoRecover(const service::InstanceRef& ref, const std::string& container_id);
   void DoProbe(const spec::Assembly& assembly, const service::InstanceRef& ref,
                const std::string& container_id, const spec::ReadinessCheck& check);
@@ -237,9 +239,22 @@ class LocalBackend final : public service::Backend {
   std::set<uint32_t> addresses_used_;
   std::string AddressOf(const std::string& key) const;  // "" without one; takes the lock
 
-  std::mutex mu_;  // guards the two maps below and every call of options_.events
+  std::mutex mu_;  // guards the maps below and every call of options_.events
   std::unordered_map<std::string, Watched> watched_;  // by instance key: its running container
   ExitLedger exits_;  // the containers whose kExited was sent ("exactly once")
+  // Starts that wait (kWaiting) for what may come (an image that cannot be pulled now),
+  // by instance key: tried again at `due` by the monitor, with a doubling delay; a Stop of
+  // that start drops it. Not a restart: the instance stays PENDING with the reason.
+  struct WaitingLaunch {
+    spec::Assembly assembly;
+    service::InstanceRef ref;
+    service::Placement placement;
+    std::string container_id;
+    Clock::TimePoint due;
+    std::chrono::milliseconds delay{0};
+    bool posted = false;  // a DoRetryLaunch is queued
+  };
+  std::unordered_map<std::string, WaitingLaunch> waiting_;
 
   // By "user/assembly": its names as /etc/hosts lines, for kHosts. Held while a names
   // directory is written or removed, so a late rewrite cannot bring back a destroyed one.

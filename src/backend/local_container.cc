@@ -16,9 +16,10 @@ Status CheckArtifactRuns(const spec::Component& component, bool runs_images) {
   }
   return FailedPreconditionError(
       "component " + component.name + " asks for the image \"" + component.artifact->id +
-      "\" (a DOCKER artifact), and this server runs no container engine yet: it refuses "
-      "rather than run the command on the host without the image (docs/runtime.md); give the "
-      "component a TARBALL artifact or none");
+      "\" (a DOCKER artifact), and this backend runs no images (Slurm's runs each instance as "
+      "a process on its node): it refuses rather than run the command on the host without the "
+      "image (docs/runtime.md); run it on the local backend, or give the component a TARBALL "
+      "artifact or none");
 }
 
 std::string WorkDir(const LaunchContext& c, const std::string& assembly,
@@ -99,7 +100,7 @@ StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& a,
   auto has = [&](const std::string& k) {
     return std::any_of(env.begin(), env.end(), [&](const auto& e) { return e.first == k; });
   };
-  if (!has("PATH")) {
+  if (!has("PATH") && !docker) {  // an image's own PATH stays
     add("PATH", ctx.bin_dir.empty() ? ctx.system_path : ctx.bin_dir + ":" + ctx.system_path);
   }
   if (!has("HOME")) add("HOME", s.work_dir);

@@ -40,6 +40,9 @@ StatusOr<CommandResult> RunCommand(const std::vector<std::string>& argv,
     if (null_fd >= 0) ::dup2(null_fd, 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
+    // Nothing else of the caller's: a command that leaves a daemon behind (podman's conmon)
+    // must not hold the server's sockets past its end.
+    ::close_range(3, ~0U, 0);
     ::execvp(args[0], args.data());
     std::string msg = std::string("cannot run ") + argv[0] + ": " + std::strerror(errno) + "\n";
     ssize_t ignored = ::write(2, msg.data(), msg.size());

@@ -336,6 +336,32 @@ std::unique_ptr<Cgroups> MakeCgroupsV2(std::string base) {
   return std::make_unique<CgroupsV2>(std::move(base));
 }
 
+namespace {
+// Groups under `v2_path` of a unified hierarchy at `mount_root`, else under each v1
+// controller's path.
+StatusOr<std::unique_ptr<Cgroups>> CgroupsAt(const std::string& mount_root,
+                                             const std::map<std::string, std::string>& v1_paths,
+                                             const std::string& v2_path) {
+  if (PathExists(mount_root + "/cgroup.controllers")) {
+    return MakeCgroupsV2(mount_root + v2_path);
+  }
+  std::map<std::string, std::string> bases;
+  for (const char* c : {"memory", "cpu", "pids", "devices"}) {
+    auto it = v1_paths.find(c);
+    if (it == v1_paths.end()) continue;
+    // "cpu" may be co-mounted as "cpu,cpuacct".
+    std::string mount = mount_root + "/" + c;
+    if (!PathExists(mount)) continue;
+    bases[c] = mount + it->second;
+  }
+  if (bases.empty()) {
+    return UnavailableError("no cgroup hierarchy found under " + mount_root +
+                            " (neither v2 nor the v1 memory, cpu, pids controllers)");
+  }
+  return MakeCgroupsV1(std::move(bases));
+}
+}  // namespace
+
 StatusOr<std::unique_ptr<Cgroups>> DetectCgroups(const std::string& mount_root,
                                                  const std::string& self_cgroup) {
   ASSIGN_OR_RETURN(std::string self, ReadFileToString(self_cgroup));
@@ -366,23 +392,13 @@ StatusOr<std::unique_ptr<Cgroups>> DetectCgroups(const std::string& mount_root,
       cs = comma + 1;
     }
   }
-  if (PathExists(mount_root + "/cgroup.controllers")) {
-    return MakeCgroupsV2(mount_root + v2_path);
-  }
-  std::map<std::string, std::string> bases;
-  for (const char* c : {"memory", "cpu", "pids", "devices"}) {
-    auto it = v1_paths.find(c);
-    if (it == v1_paths.end()) continue;
-    // "cpu" may be co-mounted as "cpu,cpuacct".
-    std::string mount = mount_root + "/" + c;
-    if (!PathExists(mount)) continue;
-    bases[c] = mount + it->second;
-  }
-  if (bases.empty()) {
-    return UnavailableError("no cgroup hierarchy found under " + mount_root +
-                            " (neither v2 nor the v1 memory, cpu, pids controllers)");
-  }
-  return MakeCgroupsV1(std::move(bases));
+  return CgroupsAt(mount_root, v1_paths, v2_path);
+}
+
+StatusOr<std::unique_ptr<Cgroups>> DetectRootCgroups(const std::string& mount_root) {
+  std::map<std::string, std::string> v1_paths;
+  for (const char* c : {"memory", "cpu", "pids", "devices"}) v1_paths[c] = "";
+  return CgroupsAt(mount_root, v1_paths, "");
 }
 
 }  // namespace tarn::runtime

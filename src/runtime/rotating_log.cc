@@ -1,4 +1,4 @@
-#include "shim/rotating_log.h"
+#include "runtime/rotating_log.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace tarn::shim {
+namespace tarn::runtime {
 
 StatusOr<RotatingLog> RotatingLog::Open(std::string path, int64_t max_bytes, int keep) {
   if (max_bytes <= 0) return InvalidArgumentError("log size limit must be positive");
@@ -83,4 +83,4 @@ Status RotatingLog::Append(std::string_view data) {
   return OkStatus();
 }
 
-}  // namespace tarn::shim
+}  // namespace tarn::runtime

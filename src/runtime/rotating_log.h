@@ -9,7 +9,7 @@
 
 #include "common/status.h"
 
-namespace tarn::shim {
+namespace tarn::runtime {
 
 class RotatingLog {
  public:
@@ -33,4 +33,4 @@ class RotatingLog {
   int64_t size_ = 0;
 };
 
-}  // namespace tarn::shim
+}  // namespace tarn::runtime

@@ -1,4 +1,4 @@
-#include "shim/rotating_log.h"
+#include "runtime/rotating_log.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,10 +10,10 @@
 
 #include "common/file.h"
 
-namespace tarn::shim {
+namespace tarn::runtime {
 namespace {
 
-std::string ReadAll(const std::string& path) { return ReadFileToString(path).value_or(""); }
+std::string ReadLog(const std::string& path) { return ReadFileToString(path).value_or(""); }
 
 bool Exists(const std::string& path) {
   struct stat st {};
@@ -36,9 +36,9 @@ TEST_F(RotatingLogTest, RotatesAtTheLimitAndKeepsNOldFiles) {
   ASSERT_TRUE(log->Append("0123456789abcdefghijKLMNOPQRSTuvw").ok());  // 33 bytes
   // 10 bytes a file: the oldest 10 fell off the end, two full files remain behind the
   // current one.
-  EXPECT_EQ(ReadAll(dir_ + "/out.log"), "uvw");
-  EXPECT_EQ(ReadAll(dir_ + "/out.log.1"), "KLMNOPQRST");
-  EXPECT_EQ(ReadAll(dir_ + "/out.log.2"), "abcdefghij");
+  EXPECT_EQ(ReadLog(dir_ + "/out.log"), "uvw");
+  EXPECT_EQ(ReadLog(dir_ + "/out.log.1"), "KLMNOPQRST");
+  EXPECT_EQ(ReadLog(dir_ + "/out.log.2"), "abcdefghij");
   EXPECT_FALSE(Exists(dir_ + "/out.log.3"));
 }
 
@@ -49,14 +49,14 @@ TEST_F(RotatingLogTest, ContinuesAnExistingFile) {
   }
   auto log = RotatingLog::Open(dir_ + "/out.log", 8, 1);
   ASSERT_TRUE(log->Append("fghij").ok());
-  EXPECT_EQ(ReadAll(dir_ + "/out.log.1"), "abcdefgh");
-  EXPECT_EQ(ReadAll(dir_ + "/out.log"), "ij");
+  EXPECT_EQ(ReadLog(dir_ + "/out.log.1"), "abcdefgh");
+  EXPECT_EQ(ReadLog(dir_ + "/out.log"), "ij");
 }
 
 TEST_F(RotatingLogTest, KeepZeroTruncates) {
   auto log = RotatingLog::Open(dir_ + "/out.log", 4, 0);
   ASSERT_TRUE(log->Append("abcdefg").ok());
-  EXPECT_EQ(ReadAll(dir_ + "/out.log"), "efg");
+  EXPECT_EQ(ReadLog(dir_ + "/out.log"), "efg");
   EXPECT_FALSE(Exists(dir_ + "/out.log.1"));
 }
 
@@ -66,4 +66,4 @@ TEST_F(RotatingLogTest, BadArgumentsAreErrors) {
 }
 
 }  // namespace
-}  // namespace tarn::shim
+}  // namespace tarn::runtime
