@@ -1143,6 +1143,13 @@ TEST_F(ServerTest, NamedCrashPointsLoseAndDuplicateNothing) {
 // kill -9 at random moments while launches and flexes are in flight, many times.
 TEST_F(ServerTest, RandomKillNineDuringLaunchesAndFlexes) {
   std::mt19937 rng(12345);
+  // Room for every instance the rounds may ask for (30 assemblies of up to 3): which
+  // requests a kill cuts off depends on timing, and an instance left waiting for resources
+  // would say nothing of crash safety.
+  WriteConfig({{"nodes", json::array({{{"name", "node-1"},
+                                       {"vcores", 128},
+                                       {"memory_mb", 65536},
+                                       {"gpus", 0}}})}});
   StartServer();
   // alice's token is made now, not by the first call of a burst that a kill may cut short
   // (it is kept in the server's state across the kills).

@@ -255,7 +255,6 @@ Status DockerRuntime::EnsureImage(const std::string& image) const {
 
 StatusOr<ContainerState> DockerRuntime::Start(const ContainerSpec& spec) {
   if (spec.image.empty()) return InvalidArgumentError(spec.id + ": no image to run");
-  RETURN_IF_ERROR(EnsureImage(spec.image));
   RETURN_IF_ERROR(MakeDirectories(spec.shim_dir, 0700));
   RETURN_IF_ERROR(MakeDirectories(spec.work_dir, 0750));
   if (::geteuid() == 0 && ::chown(spec.work_dir.c_str(), spec.run_uid, spec.run_gid) != 0) {
@@ -284,13 +283,17 @@ StatusOr<ContainerState> DockerRuntime::Start(const ContainerSpec& spec) {
       return s.WithContext(spec.id + ": its cgroup");
     }
   }
-  RETURN_IF_ERROR(WriteFileAtomically(spec.shim_dir + "/spec.json", ToJson(spec).dump(2)));
+  // Not fsync'ed: these describe a running container, which a machine crash ends anyway;
+  // a server crash leaves them in the page cache.
+  RETURN_IF_ERROR(WriteFileAtomically(spec.shim_dir + "/spec.json", ToJson(spec).dump(2),
+                                      /*durable=*/false));
   // Empty logs from the start: `tarn logs` shows this run's, not the previous one's.
   for (const char* f : {"stdout.log", "stderr.log"}) {
     RETURN_IF_ERROR(WriteFileAtomically(spec.shim_dir + "/" + f, "", false, 0644));
   }
   const std::string name = ContainerName(spec.id, spec.shim_dir);
-  RETURN_IF_ERROR(WriteFileAtomically(spec.shim_dir + "/" + kNameFile, name + "\n"));
+  RETURN_IF_ERROR(WriteFileAtomically(spec.shim_dir + "/" + kNameFile, name + "\n",
+                                      /*durable=*/false));
   ASSIGN_OR_RETURN(CommandResult r, RunCommand(args, options_.command_timeout));
   if (!r.success() && r.err.find("already in use") != std::string::npos) {
     // A container of an earlier start under this name that nothing tracks any more (its
@@ -301,6 +304,11 @@ StatusOr<ContainerState> DockerRuntime::Start(const ContainerSpec& spec) {
       return FailedPreconditionError(spec.id + ": container " + name + " already runs");
     }
     (void)RunCommand({engine_, "rm", "--force", name}, options_.command_timeout);
+    ASSIGN_OR_RETURN(r, RunCommand(args, options_.command_timeout));
+  }
+  if (!r.success() && r.err.find("image not known") != std::string::npos) {
+    // Not here (asking first would cost every start an engine call): pulled, then run again.
+    RETURN_IF_ERROR(EnsureImage(spec.image));
     ASSIGN_OR_RETURN(r, RunCommand(args, options_.command_timeout));
   }
   if (!r.success()) {

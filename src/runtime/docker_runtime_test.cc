@@ -201,6 +201,13 @@ TEST_F(DockerRuntimeTest, AnImageThatCannotBePulledIsUnavailableAndStartsNothing
             std::string::npos)
       << started.status().message();
   EXPECT_EQ(CountContainers(label_), 0);
+  // What is left says it never ran, and goes.
+  auto st = rt_->State(s.shim_dir);
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  EXPECT_EQ(st->phase, ContainerState::Phase::kLost);
+  EXPECT_EQ(st->shim_pid, 0) << st->diagnostics;
+  EXPECT_TRUE(rt_->Remove(s.shim_dir).ok());
+  EXPECT_FALSE(std::filesystem::exists(s.shim_dir));
 }
 
 TEST_F(DockerRuntimeTest, ARestartedServerFindsTheRunningContainerByItsDirectory) {
