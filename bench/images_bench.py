@@ -22,7 +22,6 @@ base). Only talks to 127.0.0.1. Prints one flat JSON object on stdout; progress 
 stderr.
 """
 import argparse
-import http.client
 import json
 import os
 import re
@@ -35,7 +34,11 @@ import tempfile
 import threading
 import time
 
-USER = "bench"
+# The server, its API and the process checks are launch_bench's (same directory).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import launch_bench  # noqa: E402
+from launch_bench import USER, BenchError, ms, now  # noqa: E402
+
 IMAGE = "localhost/tarn-base:latest"
 TARN_COMMAND = "touch $TARN_SHARED_DIR/started-$TARN_INSTANCE; exec sleep 100000"
 COMPONENT = "c"  # its instances are c-0, c-1, ...
@@ -45,58 +48,12 @@ LAUNCH_TIMEOUT_S = 120
 DESTROY_TIMEOUT_S = 120
 
 
-class BenchError(Exception):
-    pass
-
-
 def log(msg):
     print(f"images_bench: {msg}", file=sys.stderr, flush=True)
 
 
-def now():
-    return time.perf_counter()
-
-
-def ms(seconds):
-    return seconds * 1000.0
-
-
 # ---------------------------------------------------------------------------------------
-# Processes, files and podman
-
-
-def pids_of_assembly(names):
-    """Pids whose environment has TARN_ASSEMBLY=<one of names> (exact); a container's
-    processes are seen from here too."""
-    wanted = {b"TARN_ASSEMBLY=" + n.encode() for n in names}
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-        except OSError:
-            continue
-        if wanted.intersection(env):
-            found.append(int(entry))
-    return found
-
-
-def pids_with_cmdline(fragment):
-    """Pids whose command line contains `fragment` (e.g. a state dir, for tarn-shim)."""
-    frag = fragment.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                if frag in f.read():
-                    found.append(int(entry))
-        except OSError:
-            continue
-    return found
+# Files and podman
 
 
 def _fs_type(path):
@@ -181,86 +138,13 @@ class FileWatch:
 # The server
 
 
-class Server:
+class Server(launch_bench.Server):
+    """launch_bench's server (its own state dir, a bearer token, kept-alive requests), with
+    image assemblies' launch (until their files exist) and destroy (until their containers
+    are gone too)."""
+
     def __init__(self, tarn, keep_logs_dir):
-        self.dir = tempfile.mkdtemp(prefix="tarn-images-bench-", dir="/tmp")
-        os.chmod(self.dir, 0o711)
-        self.state_dir = os.path.join(self.dir, "state")
-        self.config = os.path.join(self.dir, "config.json")
-        self.log_path = os.path.join(self.dir, "server.log")
-        self.keep_logs_dir = keep_logs_dir
-        self.assemblies = []  # every name ever posted, for cleanup
-        with open(self.config, "w") as f:
-            json.dump({"nodes": NODES}, f)
-        self.log_file = open(self.log_path, "w")
-        self.proc = subprocess.Popen(
-            [tarn, "server", "--listen", "127.0.0.1:0", "--dns", "127.0.0.1:0",
-             "--state-dir", self.state_dir,
-             "--config", self.config, "--socket", os.path.join(self.dir, "tarn.sock")],
-            stdout=self.log_file, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.port = None
-        self.token = ""
-        self.conn = None
-        try:
-            deadline = now() + 20
-            while now() < deadline:
-                if self.proc.poll() is not None:
-                    raise BenchError(f"tarn server exited with {self.proc.returncode} at "
-                                     "start: " + self.log_text())
-                m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", self.log_text())
-                if m:
-                    self.port = int(m.group(1))
-                    break
-                time.sleep(0.01)
-            if self.port is None:
-                raise BenchError("tarn server did not say where it listens within 20 s: "
-                                 + self.log_text())
-            # USER's bearer token for the TCP API, made by root acting as USER over the socket.
-            r = subprocess.run([tarn, "token", "create", "--name", f"bench-{os.getpid()}",
-                                "--socket", os.path.join(self.dir, "tarn.sock")],
-                               env=dict(os.environ, TARN_USER=USER), capture_output=True,
-                               text=True, timeout=30)
-            if r.returncode != 0 or not r.stdout.startswith("tarn_"):
-                raise BenchError("tarn token create failed: " + r.stderr)
-            self.token = r.stdout.strip()
-        except BaseException:
-            self.stop()
-            raise
-
-    def log_text(self):
-        try:
-            with open(self.log_path) as f:
-                return f.read()
-        except OSError:
-            return ""
-
-    def request(self, method, path, body=None, timeout=30):
-        """One request on a kept-alive connection; returns (status, bytes)."""
-        for attempt in (0, 1):
-            if self.conn is None:
-                self.conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
-            try:
-                headers = {"Authorization": "Bearer " + self.token}
-                if body is not None:
-                    headers["Content-Type"] = "application/json"
-                self.conn.request(method, path, body=body, headers=headers)
-                r = self.conn.getresponse()
-                data = r.read()
-                if r.getheader("Connection", "").lower() == "close":
-                    self.conn.close()
-                    self.conn = None
-                return r.status, data
-            except (ConnectionError, http.client.HTTPException, OSError) as e:
-                if self.conn is not None:
-                    self.conn.close()
-                self.conn = None
-                if attempt == 1 or self.proc.poll() is not None:
-                    raise BenchError(f"{method} {path}: {e!r}; server log: "
-                                     + self.log_text()[-2000:])
-        raise AssertionError("unreachable")
-
-    def service_path(self, name):
-        return f"/app/v1/services/{name}"
+        super().__init__(tarn, "images", keep_logs_dir, {"nodes": NODES})
 
     def shared_dir(self, name):
         return os.path.join(self.state_dir, "shared", USER, name)
@@ -296,90 +180,30 @@ class Server:
         return ms(t1 - t0)
 
     def destroy(self, name, timeout_s=DESTROY_TIMEOUT_S):
-        """DELETE, then wait until GET says 404, no process of it is left and the engine
-        holds none of its containers, then until its directories are gone (the next run
-        must not overlap this one's cleanup); returns ms to the first."""
+        """launch_bench's destroy (DELETE, then until GET says 404, no process of it is left
+        and its directories are gone), then until the engine holds none of its containers;
+        returns ms from the DELETE to the last."""
         t0 = now()
-        status, data = self.request("DELETE", self.service_path(name))
-        if status != 200:
-            raise BenchError(f"DELETE {name}: HTTP {status}: {data[:2000]!r}")
-        deadline = t0 + timeout_s
-        gone_404 = False
-        containers = ["?"]
-        while True:
-            if not gone_404:
-                status, data = self.request("GET", self.service_path(name))
-                if status == 404:
-                    gone_404 = True
-                elif status != 200:
-                    raise BenchError(f"GET {name} after DELETE: HTTP {status}: {data[:500]!r}")
-            if gone_404 and not pids_of_assembly([name]):
-                containers = tarn_containers([name])
-                if not containers:
-                    t1 = now()
-                    self.assemblies.remove(name)
-                    break
-            if now() > deadline:
-                raise BenchError(f"{name}: after DELETE, still 404={gone_404}, "
-                                 f"{len(pids_of_assembly([name]))} processes and containers "
-                                 f"{containers} after {timeout_s} s; server log: "
+        super().destroy(name, timeout_s)
+        while tarn_containers([name]):
+            if now() > t0 + timeout_s:
+                raise BenchError(f"{name}: containers {tarn_containers([name])} still there "
+                                 f"{timeout_s} s after DELETE; server log: "
                                  + self.log_text()[-2000:])
             time.sleep(0.02)
-        dirs = [os.path.join(self.state_dir, d, USER, name) for d in ("shims", "containers")]
-        while any(os.path.exists(d) for d in dirs):
-            if now() > deadline:
-                raise BenchError(f"{name}: its directories {dirs} still there {timeout_s} s "
-                                 "after DELETE")
-            time.sleep(0.02)
-        return ms(t1 - t0)
+        return ms(now() - t0)
 
     def stop(self):
-        """Best effort, never raises: destroys what is left, stops the server (SIGTERM),
-        then removes its containers and kills anything of ours still running."""
+        """launch_bench's stop (never raises), then the containers a failed run left."""
         names = list(self.assemblies)
-        if self.proc.poll() is None:
-            for name in names:
-                try:
-                    self.destroy(name, 60)
-                except Exception as e:  # noqa: BLE001
-                    log(f"cleanup: destroying {name}: {e}")
-            # The server's shutdown waits for open connections.
-            if self.conn is not None:
-                self.conn.close()
-                self.conn = None
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=40)
-            except subprocess.TimeoutExpired:
-                log("cleanup: tarn server ignored SIGTERM for 40 s; killing it")
-                self.proc.kill()
-                self.proc.wait(timeout=20)
-        if self.conn is not None:
-            self.conn.close()
-        self.log_file.close()
-        if names:
-            try:
-                left = tarn_containers(names)
-                if left:
-                    log(f"cleanup: removing {len(left)} leftover containers")
-                    podman("rm", "-f", "--time", "0", *left)
-            except Exception as e:  # noqa: BLE001
-                log(f"cleanup: containers: {e}")
-        leftovers = set(pids_of_assembly(names)) | set(pids_with_cmdline(self.state_dir))
-        if leftovers:
-            log(f"cleanup: killing {len(leftovers)} leftover processes")
-            for pid in leftovers:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-            time.sleep(0.5)
-        if self.keep_logs_dir:
-            try:
-                shutil.copy(self.log_path, self.keep_logs_dir)
-            except OSError:
-                pass
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().stop()
+        try:
+            left = tarn_containers(names) if names else []
+            if left:
+                log(f"cleanup: removing {len(left)} leftover containers")
+                podman("rm", "-f", "--time", "0", *left)
+        except Exception as e:  # noqa: BLE001
+            log(f"cleanup: containers: {e}")
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,7 +1,11 @@
 // The README's first command, CI-sized: examples/fashion-mnist/demo.py runs the Fashion-MNIST
-// assembly on a real tarn server (2 ps, 2 workers, 2 serving replicas as containers), one
-// epoch, and must end with the served model answering the whole test set at >= 0.85 through
+// assembly on a real tarn server (2 ps, 2 workers, 2 serving replicas as containers), two
+// epochs, and must end with the served model answering the whole test set at >= 0.85 through
 // the REST API while a client running all along saw no error. Needs root.
+//
+// Two epochs, not one: one epoch of asynchronous training lands too near the bar to be a
+// test. Measured: 0.8645 alone, and 0.8496 in CI, where the other tests beside it make one
+// worker lag (its stale pushes count less), on 2026-12-02.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -47,16 +51,22 @@ tarn::StatusOr<tarn::CommandResult> RunDemo(std::vector<std::string> extra) {
   return run;
 }
 
+// How many of the 10,000 test images the served model answered right, from demo.py's
+// "served version V: N/10000 correct" line; -1 without one.
+int ServedCorrect(const std::string& out) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex(R"(served version (\d+): (\d+)/10000 correct)"))) {
+    return -1;
+  }
+  return std::stoi(m[2]);
+}
+
 TEST(DemoTest, TheFashionMnistAssemblyTrainsServesAndAnswersTheTestSet) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (tarn server starts containers)";
-  auto run = RunDemo({"--epochs", "1"});
+  auto run = RunDemo({"--epochs", "2"});
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(run->exit_code, 0) << run->out << run->err;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(run->out, m,
-                                std::regex(R"(served version (\d+): (\d+)/10000 correct)")))
-      << run->out;
-  EXPECT_GE(std::stoi(m[2]), 8500) << run->out;
+  EXPECT_GE(ServedCorrect(run->out), 8500) << run->out;
   EXPECT_NE(run->out.find(", 0 errors,"), std::string::npos) << run->out;
   EXPECT_NE(run->out.find("Successfully destroyed service fmnist"), std::string::npos)
       << run->out;
@@ -72,17 +82,12 @@ TEST(DemoTest, TheFashionMnistAssemblyFromImagesTrainsAndServes) {
     GTEST_SKIP() << "no image localhost/tarn-fmnist:latest (scripts/images makes it; "
                     "scripts/test does before the release tests)";
   }
-  auto run = RunDemo({"--epochs", "1", "--assembly",
+  auto run = RunDemo({"--epochs", "2", "--assembly",
                       TARN_SOURCE_DIR "/examples/fashion-mnist/assembly-docker.json"});
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(run->exit_code, 0) << run->out << run->err;
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(run->out, m,
-                                std::regex(R"(served version (\d+): (\d+)/10000 correct)")))
-      << run->out;
-  EXPECT_GE(std::stoi(m[2]), 8500) << run->out;
-  EXPECT_NE(run->out.find("Successfully destroyed service fmnist"), std::string::npos)
-      << run->out;
+  EXPECT_GE(ServedCorrect(run->out), 8500) << run->out;
+  EXPECT_NE(run->out.find("Successfully destroyed service fmnist"), std::string::npos) << run->out;
 }
 
 // Issue 8's faults, one at a time while the assembly trains and serves: kill -9 of a serving

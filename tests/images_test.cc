@@ -87,23 +87,21 @@ class ImagesTest : public ::testing::Test {
     auto left = tarn::RunCommand({"podman", "ps", "--all", "--quiet", "--filter", label}, 30s);
     if (left.ok() && !left->out.empty()) {
       ADD_FAILURE() << "containers left behind:\n" << left->out;
-      (void)tarn::RunCommand({"sh", "-c", "podman ps -aq --filter " + label +
-                                              " | xargs -r podman rm -f -t 0"},
-                             60s);
+      (void)tarn::RunCommand(
+          {"sh", "-c", "podman ps -aq --filter " + label + " | xargs -r podman rm -f -t 0"}, 60s);
     }
     if (!dir_.empty()) std::filesystem::remove_all(dir_);
     if (lock_ >= 0) ::close(lock_);
   }
 
   void WriteConfig(json extra) {
-    json config = {{"restart", {{"initial_backoff_ms", 200}, {"max_backoff_ms", 2000}}},
-                   {"probe_interval_ms", 100},
-                   {"address_range", range_},
-                   {"dns_upstream", json::array()},
-                   {"nodes", json::array({{{"name", "node-1"},
-                                           {"vcores", 16},
-                                           {"memory_mb", 16384},
-                                           {"gpus", 0}}})}};
+    json config = {
+        {"restart", {{"initial_backoff_ms", 200}, {"max_backoff_ms", 2000}}},
+        {"probe_interval_ms", 100},
+        {"address_range", range_},
+        {"dns_upstream", json::array()},
+        {"nodes",
+         json::array({{{"name", "node-1"}, {"vcores", 16}, {"memory_mb", 16384}, {"gpus", 0}}})}};
     for (auto it = extra.begin(); it != extra.end(); ++it) config[it.key()] = it.value();
     config_ = dir_ + "/config.json";
     std::ofstream(config_) << config.dump(2);
@@ -165,7 +163,8 @@ TEST_F(ImagesTest, AnInstanceRunsInItsImageAsItsTenantWithItsOwnSharedDirectoryO
   const std::string report =
       "cat /etc/tarn-image 2>&1 || echo NO-MARKER; id -u; echo shared=$TARN_SHARED_DIR; "
       "touch $TARN_SHARED_DIR/mine && echo wrote-shared; "
-      "ls " + state_ + "/shared/alice 2>&1 | head -1; hostname; sleep 100";
+      "ls " +
+      state_ + "/shared/alice 2>&1 | head -1; hostname; sleep 100";
   ASSERT_EQ(Call("POST", "/app/v1/services", Assembly("img", report)).status, 202);
   ASSERT_EQ(Call("POST", "/app/v1/services", Assembly("proc", "id -u; sleep 100", 1, "")).status,
             202);
@@ -207,7 +206,8 @@ TEST_F(ImagesTest, LogsFollowAContainerUntilItsRunEnds) {
     return s == "READY" || s == "SUCCEEDED";
   }));
   auto t0 = std::chrono::steady_clock::now();
-  auto r = tarn::testing::RunTarn({"logs", "-f", "talk", "c-0"}, server_->CliEnv("alice"), dir_, 60s);
+  auto r =
+      tarn::testing::RunTarn({"logs", "-f", "talk", "c-0"}, server_->CliEnv("alice"), dir_, 60s);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("line 1\nline 2\nline 3\nline 4\nline 5\n"), std::string::npos) << r.out;
@@ -233,8 +233,8 @@ TEST_F(ImagesTest, KillNineOfTheServerAdoptsRunningContainersAndReportsEndedOnes
   StartServer();
   ASSERT_EQ(Call("POST", "/app/v1/services", Assembly("keep", "sleep 1000", 2)).status, 202);
   ASSERT_TRUE(WaitInstance("keep", "READY"));
-  ASSERT_TRUE(tarn::testing::WaitFor("c-1 READY", 60s,
-                                     [&] { return Instance("keep", 1).value("state", "") == "READY"; }));
+  ASSERT_TRUE(tarn::testing::WaitFor(
+      "c-1 READY", 60s, [&] { return Instance("keep", 1).value("state", "") == "READY"; }));
   const json before0 = Instance("keep", 0), before1 = Instance("keep", 1);
   server_->Kill9();
   // While the server is down, c-1's container ends.

@@ -1146,10 +1146,9 @@ TEST_F(ServerTest, RandomKillNineDuringLaunchesAndFlexes) {
   // Room for every instance the rounds may ask for (30 assemblies of up to 3): which
   // requests a kill cuts off depends on timing, and an instance left waiting for resources
   // would say nothing of crash safety.
-  WriteConfig({{"nodes", json::array({{{"name", "node-1"},
-                                       {"vcores", 128},
-                                       {"memory_mb", 65536},
-                                       {"gpus", 0}}})}});
+  WriteConfig(
+      {{"nodes",
+        json::array({{{"name", "node-1"}, {"vcores", 128}, {"memory_mb", 65536}, {"gpus", 0}}})}});
   StartServer();
   // alice's token is made now, not by the first call of a burst that a kill may cut short
   // (it is kept in the server's state across the kills).

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <thread>
 
@@ -312,7 +312,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
       p->runtime.get(), [engine]() -> StatusOr<std::unique_ptr<runtime::ContainerRuntime>> {
         ASSIGN_OR_RETURN(auto made, runtime::DockerRuntime::Create(engine));
         std::cerr << "tarn server: images run through " << made->engine()
-                  << (made->oci_runtime().empty() ? "" : " (OCI runtime " + made->oci_runtime() + ")")
+                  << (made->oci_runtime().empty() ? ""
+                                                  : " (OCI runtime " + made->oci_runtime() + ")")
                   << "\n";
         return std::unique_ptr<runtime::ContainerRuntime>(std::move(made));
       });

@@ -241,8 +241,8 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
       }
     } else if (k == "container_engine" || k == "oci_runtime") {
       if (!v.is_string() || v.get<std::string>().find_first_of(" \t\n") != std::string::npos) {
-        return Bad(source, k, "expected a command name or path (\"podman\", \"runc\"), got " +
-                                  v.dump());
+        return Bad(source, k,
+                   "expected a command name or path (\"podman\", \"runc\"), got " + v.dump());
       }
       (k == "container_engine" ? c.container_engine : c.oci_runtime) = v.get<std::string>();
     } else if (k == "dns_upstream") {

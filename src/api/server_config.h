@@ -103,8 +103,8 @@ struct ServerConfig {
   service::RestartOptions restart;
   std::optional<backend::NameResolution::Mode> container_names;  // none: auto
   std::optional<std::vector<std::string>> dns_upstream;          // none: the machine's
-  std::string container_engine;  // "": podman
-  std::string oci_runtime;       // "": auto (runtime::DockerRuntime::Options)
+  std::string container_engine;                                  // "": podman
+  std::string oci_runtime;  // "": auto (runtime::DockerRuntime::Options)
   BackendConfig backend;
   HttpConfig http;
   auth::AuthConfig auth;

@@ -725,7 +725,8 @@ void LocalBackend::DoStop(const InstanceRef& ref, const std::string& container_i
   bool watched = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (auto it = waiting_.find(key); it != waiting_.end() && it->second.container_id == container_id) {
+    if (auto it = waiting_.find(key);
+        it != waiting_.end() && it->second.container_id == container_id) {
       waiting_.erase(it);  // it never started: the State() below says so
     }
     auto it = watched_.find(key);

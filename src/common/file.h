@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 
@@ -22,6 +23,9 @@ StatusOr<std::string> ReadFileNoFollow(const std::string& path, size_t max_bytes
 // account alone (0600), and makes it, its WAL and its shared-memory file so when they exist:
 // SQLite gives the files it makes the database's mode. Errors name the path.
 Status MakeDatabaseFilePrivate(const std::string& path);
+
+// Writes all of `data` to `fd`, again after a short write or EINTR; false when a write fails.
+bool WriteFully(int fd, std::string_view data);
 
 // mkdir -p: creates `path` and any missing parents (0755), the last one with `mode`
 // (applied even when it already existed). Errors name the directory that failed.

@@ -64,7 +64,8 @@ StatusOr<std::unique_ptr<Cgroups>> DetectCgroups(
 
 // Groups at the hierarchies' roots ("tarn/x" is /sys/fs/cgroup/memory/tarn/x on v1), one path
 // for every controller: what an engine's --cgroup-parent names.
-StatusOr<std::unique_ptr<Cgroups>> DetectRootCgroups(const std::string& mount_root = "/sys/fs/cgroup");
+StatusOr<std::unique_ptr<Cgroups>> DetectRootCgroups(
+    const std::string& mount_root = "/sys/fs/cgroup");
 
 // runc's conversion of v1 cpu.shares (2..262144) to v2 cpu.weight (1..10000).
 int64_t SharesToWeight(int64_t shares);

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "common/base64.h"
+#include "common/file.h"
 
 namespace tarn::runtime {
 
@@ -211,6 +212,17 @@ Status WriteFileAtomically(const std::string& path, const std::string& content, 
     return InternalError(path + ": rename failed: " + std::strerror(errno));
   }
   return OkStatus();
+}
+
+StatusOr<std::optional<ExitInfo>> ReadExitFile(const std::string& shim_dir) {
+  auto text = ReadFileToString(shim_dir + "/exit.json", 1 << 16);
+  if (!text.ok()) return std::optional<ExitInfo>();
+  try {
+    ASSIGN_OR_RETURN(ExitInfo exit, ExitInfoFromJson(nlohmann::json::parse(*text)));
+    return std::optional<ExitInfo>(std::move(exit));
+  } catch (const nlohmann::json::exception& e) {
+    return DataLossError(shim_dir + "/exit.json: " + e.what());
+  }
 }
 
 }  // namespace tarn::runtime

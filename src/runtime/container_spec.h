@@ -78,6 +78,10 @@ struct ExitInfo {
 // The value `spec.env` gives `name` ("NAME=value"); nullopt when it does not set it.
 std::optional<std::string> EnvValue(const ContainerSpec& spec, std::string_view name);
 
+// The exit recorded in <shim_dir>/exit.json: nullopt while there is none; DataLoss when it
+// cannot be parsed.
+StatusOr<std::optional<ExitInfo>> ReadExitFile(const std::string& shim_dir);
+
 nlohmann::json ToJson(const ContainerSpec& spec);
 StatusOr<ContainerSpec> ContainerSpecFromJson(const nlohmann::json& j);
 nlohmann::json ToJson(const ExitInfo& info);

@@ -31,7 +31,7 @@ constexpr const char* kEngineLog = "container.log";
 constexpr const char* kOffsetFile = "log.offset";
 constexpr const char* kEnvFile = "env";
 constexpr const char* kStopFile = "stop.requested";  // Stop() was called
-constexpr int64_t kPumpChunk = 4 << 20;  // bytes moved per State() call at most
+constexpr int64_t kPumpChunk = 4 << 20;              // bytes moved per State() call at most
 
 std::string Trim(std::string s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
@@ -126,8 +126,8 @@ StatusOr<std::unique_ptr<DockerRuntime>> DockerRuntime::Create(Options options) 
                       std::chrono::milliseconds(30000));
   if (!r.ok() || !r->success()) {
     return UnavailableError(
-        "DOCKER artifacts need a container engine, and " + engine + " does not answer (" +
-        engine + " info: " + (r.ok() ? EngineError(*r) : r.status().message()) +
+        "DOCKER artifacts need a container engine, and " + engine + " does not answer (" + engine +
+        " info: " + (r.ok() ? EngineError(*r) : r.status().message()) +
         "); install podman (scripts/setup does), or give the component a TARBALL artifact or "
         "none");
   }
@@ -144,7 +144,9 @@ StatusOr<std::unique_ptr<DockerRuntime>> DockerRuntime::Create(Options options) 
 }
 
 DockerRuntime::DockerRuntime(std::string engine, std::string oci_runtime, Options options)
-    : engine_(std::move(engine)), oci_runtime_(std::move(oci_runtime)), options_(std::move(options)) {}
+    : engine_(std::move(engine)),
+      oci_runtime_(std::move(oci_runtime)),
+      options_(std::move(options)) {}
 
 std::string DockerRuntime::ContainerName(const std::string& id, const std::string& shim_dir) {
   // Engine names: [a-zA-Z0-9][a-zA-Z0-9_.-]*.
@@ -174,19 +176,21 @@ StatusOr<std::vector<std::string>> DockerRuntime::RunArgs(const ContainerSpec& s
   const std::string name = ContainerName(s.id, s.shim_dir);
   std::vector<std::string> a = Command({"run", "--detach", "--init", "--name", name});
   a.insert(a.end(), {"--label", "tarn.id=" + s.id});
-  if (auto cid = EnvValue(s, "TARN_CONTAINER_ID")) a.insert(a.end(), {"--label", "tarn.container=" + *cid});
+  if (auto cid = EnvValue(s, "TARN_CONTAINER_ID"))
+    a.insert(a.end(), {"--label", "tarn.container=" + *cid});
   if (!options_.server_label.empty()) {
     a.insert(a.end(), {"--label", "tarn.server=" + options_.server_label});
   }
-  a.insert(a.end(), {"--network", "host", "--hostname", s.hostname, "--restart", "no",
-                     "--pull", "never"});
+  a.insert(a.end(),
+           {"--network", "host", "--hostname", s.hostname, "--restart", "no", "--pull", "never"});
   a.insert(a.end(), {"--user", std::to_string(s.run_uid) + ":" + std::to_string(s.run_gid)});
   a.insert(a.end(), {"--workdir", s.work_dir});
   a.insert(a.end(), {"--stop-timeout", std::to_string((s.stop_grace_ms + 999) / 1000)});
   a.insert(a.end(), {"--ulimit", Ulimit("nofile", RLIMIT_NOFILE)});
   a.insert(a.end(), {"--ulimit", Ulimit("nproc", RLIMIT_NPROC)});
-  a.insert(a.end(), {"--log-driver", "k8s-file", "--log-opt", "path=" + s.shim_dir + "/" + kEngineLog,
-                     "--log-opt", "max-size=" + std::to_string(std::max<int64_t>(s.log_max_bytes, 1 << 20))});
+  a.insert(a.end(), {"--log-driver", "k8s-file", "--log-opt",
+                     "path=" + s.shim_dir + "/" + kEngineLog, "--log-opt",
+                     "max-size=" + std::to_string(std::max<int64_t>(s.log_max_bytes, 1 << 20))});
   a.insert(a.end(), {"--conmon-pidfile", s.shim_dir + "/" + kConmonPid});
   if (cgroups_) {
     // The limits are on tarn's group, the container's parent: an OOM kill is counted there,
@@ -416,10 +420,9 @@ StatusOr<ContainerState> DockerRuntime::Ended(const std::string& shim_dir, const
       // reached the limit, and the container died by SIGKILL that no stop sent.
       auto stats = cgroups_->Stats(spec->cgroup);
       const bool stopped = ::access((shim_dir + "/" + kStopFile).c_str(), F_OK) == 0;
-      if (stats.ok() &&
-          (stats->oom_kills > 0 ||
-           (st.exit.signal == SIGKILL && !stopped && stats->memory_limit_bytes > 0 &&
-            stats->memory_peak_bytes >= stats->memory_limit_bytes - (1 << 20)))) {
+      if (stats.ok() && (stats->oom_kills > 0 ||
+                         (st.exit.signal == SIGKILL && !stopped && stats->memory_limit_bytes > 0 &&
+                          stats->memory_peak_bytes >= stats->memory_limit_bytes - (1 << 20)))) {
         st.exit.oom_killed = true;
       }
     }
@@ -444,13 +447,9 @@ StatusOr<ContainerState> DockerRuntime::State(const std::string& shim_dir) const
   if (!name_text.ok()) return NotFoundError(shim_dir + ": no container");
   const std::string name = Trim(*name_text);
   ContainerState st;
-  auto exit_text = ReadFileToString(shim_dir + "/exit.json", 1 << 16);
-  if (exit_text.ok()) {
-    try {
-      ASSIGN_OR_RETURN(st.exit, ExitInfoFromJson(nlohmann::json::parse(*exit_text)));
-    } catch (const nlohmann::json::exception& e) {
-      return DataLossError(shim_dir + "/exit.json: " + e.what());
-    }
+  ASSIGN_OR_RETURN(std::optional<ExitInfo> exit, ReadExitFile(shim_dir));
+  if (exit) {
+    st.exit = std::move(*exit);
     st.phase = ContainerState::Phase::kExited;
     st.diagnostics = st.exit.diagnostics;
     return st;

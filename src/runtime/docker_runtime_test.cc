@@ -37,7 +37,8 @@ std::string Unavailable() {
 
 // The containers of one server label, as the engine lists them (running or not).
 int CountContainers(const std::string& label) {
-  auto r = RunCommand({"podman", "ps", "--all", "--quiet", "--filter", "label=tarn.server=" + label}, 30s);
+  auto r = RunCommand(
+      {"podman", "ps", "--all", "--quiet", "--filter", "label=tarn.server=" + label}, 30s);
   if (!r.ok()) return -1;
   int n = 0;
   for (char c : r->out) n += c == '\n';
@@ -62,7 +63,8 @@ class DockerRuntimeTest : public ::testing::Test {
   }
   void TearDown() override {
     if (dir_.empty()) return;
-    auto r = RunCommand({"podman", "ps", "--all", "--quiet", "--filter", "label=tarn.server=" + label_}, 30s);
+    auto r = RunCommand(
+        {"podman", "ps", "--all", "--quiet", "--filter", "label=tarn.server=" + label_}, 30s);
     if (r.ok()) {
       std::vector<std::string> rm = {"podman", "rm", "--force", "--time", "0"};
       size_t start = 0;
@@ -95,7 +97,8 @@ class DockerRuntimeTest : public ::testing::Test {
     EXPECT_TRUE(started.ok()) << started.status().message();
     auto st = rt_->Wait(s.shim_dir, 60s);
     EXPECT_TRUE(st.ok()) << st.status().message();
-    return {st.ok() ? *st : ContainerState{}, ReadFileToString(s.shim_dir + "/stdout.log").value_or("")};
+    return {st.ok() ? *st : ContainerState{},
+            ReadFileToString(s.shim_dir + "/stdout.log").value_or("")};
   }
 
   static inline int counter_ = 0;
@@ -141,7 +144,8 @@ TEST_F(DockerRuntimeTest, RunsAsTheRunUserWithTheServersUlimits) {
   s.run_uid = 65534;
   s.run_gid = 65534;
   auto [st, out] = RunToEnd(s);
-  EXPECT_EQ(st.exit.exit_code, 0) << st.diagnostics << ReadFileToString(s.shim_dir + "/stderr.log").value_or("");
+  EXPECT_EQ(st.exit.exit_code, 0) << st.diagnostics
+                                  << ReadFileToString(s.shim_dir + "/stderr.log").value_or("");
   rlimit nofile{};
   ::getrlimit(RLIMIT_NOFILE, &nofile);
   EXPECT_EQ(out, "65534\n65534\n" + std::to_string(nofile.rlim_cur) + "\n" +

@@ -168,13 +168,9 @@ StatusOr<ContainerState> ShimRuntime::Start(const ContainerSpec& in) {
 
 StatusOr<ContainerState> ShimRuntime::State(const std::string& shim_dir) const {
   ContainerState st;
-  auto exit_text = ReadFileToString(shim_dir + "/exit.json", 1 << 16);
-  if (exit_text.ok()) {
-    try {
-      ASSIGN_OR_RETURN(st.exit, ExitInfoFromJson(nlohmann::json::parse(*exit_text)));
-    } catch (const nlohmann::json::exception& e) {
-      return DataLossError(shim_dir + "/exit.json: " + e.what());
-    }
+  ASSIGN_OR_RETURN(std::optional<ExitInfo> exit, ReadExitFile(shim_dir));
+  if (exit) {
+    st.exit = std::move(*exit);
     st.phase = ContainerState::Phase::kExited;
     st.diagnostics = st.exit.diagnostics;
     // The shim writes exit.json just before it exits: wait for it now or later, so that it

@@ -16,16 +16,6 @@
 namespace tarn::runtime {
 namespace {
 
-void WriteAll(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 bool SafeRelative(const std::string& path) {
   if (path.empty() || path[0] == '/') return false;
   size_t start = 0;
@@ -50,7 +40,7 @@ std::string PrepareWorkDir(const ContainerSpec& spec) {
   if (pid == 0) {
     ::close(report[0]);
     auto fail = [&](const std::string& why) {
-      WriteAll(report[1], why);
+      (void)WriteFully(report[1], why);
       ::_exit(1);
     };
     if (::geteuid() == 0 && spec.run_uid != 0) {

@@ -37,16 +37,6 @@ using runtime::RotatingLog;
 
 constexpr int kForwarded[] = {SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
 
-void WriteAll(int fd, const std::string& s) {
-  size_t done = 0;
-  while (done < s.size()) {
-    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;
-    done += static_cast<size_t>(n);
-  }
-}
-
 int64_t NowMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
@@ -67,7 +57,7 @@ int64_t NowMillis() {
   for (int s : kForwarded) ::signal(s, SIG_DFL);
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   auto fail = [&](const std::string& what) {
-    WriteAll(2, "tarn-shim: " + what + ": " + std::strerror(errno) + "\n");
+    (void)WriteFully(2, "tarn-shim: " + what + ": " + std::strerror(errno) + "\n");
     ::_exit(127);
   };
   if (::chdir(spec.work_dir.c_str()) != 0) fail("cannot enter " + spec.work_dir);
@@ -96,7 +86,8 @@ int64_t NowMillis() {
   ::close(go_fd);
   if (spec.isolate || spec.user_namespace) {
     auto fail = [](const char* what) {
-      WriteAll(2, std::string("tarn-shim init: ") + what + ": " + std::strerror(errno) + "\n");
+      (void)WriteFully(2,
+                       std::string("tarn-shim init: ") + what + ": " + std::strerror(errno) + "\n");
       ::_exit(121);
     };
     if (::unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC) != 0) fail("unshare");
@@ -115,8 +106,8 @@ int64_t NowMillis() {
       if (source->empty()) continue;
       if (::mount(source->c_str(), target, nullptr, MS_BIND, nullptr) != 0) {
         // To the container's stderr: `tarn logs` shows why it never ran.
-        WriteAll(err_fd, "tarn-shim init: cannot bind " + *source + " over " + target + ": " +
-                             std::strerror(errno) + "\n");
+        (void)WriteFully(err_fd, "tarn-shim init: cannot bind " + *source + " over " + target +
+                                     ": " + std::strerror(errno) + "\n");
         ::_exit(121);
       }
       if (::mount(nullptr, target, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY, nullptr) != 0 &&
@@ -160,10 +151,9 @@ int64_t NowMillis() {
   }
   // Outside a PID namespace, nothing kills the workload's leftovers for us.
   if (!spec.isolate) ::kill(-workload, SIGKILL);
-  WriteAll(status_fd, std::to_string(workload_status) + "\n");
+  (void)WriteFully(status_fd, std::to_string(workload_status) + "\n");
   ::_exit(0);
 }
-
 
 struct Streams {
   RotatingLog out;
@@ -179,7 +169,7 @@ int Run(const std::string& shim_dir, int ready_fd, bool foreground,
         const std::vector<std::string>& env) {
   std::function<void(const std::string&)> report = [&](const std::string& line) {
     if (ready_fd >= 0) {
-      WriteAll(ready_fd, line + "\n");
+      (void)WriteFully(ready_fd, line + "\n");
       ::close(ready_fd);
       ready_fd = -1;
     }
@@ -235,7 +225,7 @@ int Run(const std::string& shim_dir, int ready_fd, bool foreground,
   // with 1 (report() has no ready fd to write to).
   if (foreground) {
     report = [](const std::string& line) {
-      if (line.rfind("error ", 0) == 0) WriteAll(2, "tarn-shim: " + line.substr(6) + "\n");
+      if (line.rfind("error ", 0) == 0) (void)WriteFully(2, "tarn-shim: " + line.substr(6) + "\n");
     };
   }
 
@@ -362,7 +352,7 @@ int Run(const std::string& shim_dir, int ready_fd, bool foreground,
       _exit(1);
     }
   }
-  WriteAll(go_pipe[1], "g");
+  (void)WriteFully(go_pipe[1], "g");
   ::close(go_pipe[1]);
   report("ok " + std::to_string(init));
 
@@ -451,7 +441,7 @@ int Run(const std::string& shim_dir, int ready_fd, bool foreground,
     }
     cgroups->KillAll(spec.cgroup).ok();
     if (Status s = cgroups->Remove(spec.cgroup); !s.ok()) {
-      WriteAll(2, "tarn-shim: " + s.message() + "\n");
+      (void)WriteFully(2, "tarn-shim: " + s.message() + "\n");
     }
   }
   info.diagnostics = runtime::DescribeExit(info);
