@@ -25,6 +25,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "common/file.h"
 #include "common/subprocess.h"
@@ -242,7 +243,8 @@ TEST_F(TrainTest, FlatOptimizersMatchTorchOptim) {
 // trains, the chief (worker 0) exports, and the exported version scores what it says.
 // Returns the exported version's directory ("" on failure).
 std::string TrainACluster(const std::string& dir, bool sync, const std::string& model = "mlp",
-                          int64_t train_limit = 12000, double min_accuracy = 0.72) {
+                          int64_t train_limit = 12000, double min_accuracy = 0.72,
+                          const std::vector<std::string>& extra = {}) {
   const std::string ps_hosts =
       "127.0.0.1:" + std::to_string(FreeLoopbackPort()) + ",127.0.0.1:" + std::to_string(FreeLoopbackPort());
   const std::string worker_hosts = "127.0.0.1:1,127.0.0.1:2";  // workers listen on nothing
@@ -251,6 +253,7 @@ std::string TrainACluster(const std::string& dir, bool sync, const std::string& 
       "--worker_hosts", worker_hosts, "--train_limit", std::to_string(train_limit),
       "--threads",      "1",          "--export_base", dir + "/models"};
   if (sync) common.push_back("--sync_replicas");
+  common.insert(common.end(), extra.begin(), extra.end());
   std::vector<std::unique_ptr<BackgroundProcess>> servers;
   for (int i = 0; i < 2; ++i) {
     std::vector<std::string> args = {TARN_TRAIN_BINARY, "--job_name", "ps", "--task_index",
@@ -344,9 +347,16 @@ TEST_F(TrainTest, ASynchronousClusterOfProcessesTrains) { TrainACluster(dir_, tr
 
 // The bar, CI-sized: 2 ps + 2 workers, the CNN, one epoch of the whole training set,
 // at least 0.85 on the test set as Python's torch.jit.load measures the exported version.
+// With a constant learning rate (1e-3) the model the chief exports at the epoch's end is
+// wherever Adam's last steps left it: 9 runs here gave 0.864 to 0.875, and one in CI 0.8394.
+// A learning rate halved every quarter epoch (2e-3 down to 1.25e-4) ends the epoch on small
+// steps: 10 runs gave 0.8630 to 0.8684, 6 of them with three clusters at once on 2 cores
+// (2026-12-03), so the bar no longer lies in the spread.
 TEST_F(TrainTest, TwoPsAndTwoWorkersTrainTheCnnToEightyFivePercent) {
   if (kSanitized) GTEST_SKIP() << "release build only: its time is libtorch's arithmetic";
-  const std::string version = TrainACluster(dir_, false, "cnn", 60000, 0.85);
+  const std::string version =
+      TrainACluster(dir_, false, "cnn", 60000, 0.85,
+                    {"--learning_rate", "0.002", "--lr_decay_steps", "234", "--lr_decay_rate", "0.5"});
   ASSERT_FALSE(version.empty());
   const double python = PythonAccuracy(version + "/model.pt");
   const auto meta = nlohmann::json::parse(ReadFileToString(version + "/meta.json").value_or("{}"));
