@@ -296,7 +296,7 @@ def main():
     global PODMAN_RUNTIME
     ap = argparse.ArgumentParser()
     ap.add_argument("--tarn", default="build/release/bin/tarn")
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--sizes", default="1,10", help="instance counts, comma-separated")
     ap.add_argument("--no-parallel", action="store_true",
                     help="skip podman's N-at-once peer")

@@ -478,8 +478,7 @@ TEST_F(IdentityTest, WallsKeepOtherAccountsOffAnInstanceButOnItsPublicPorts) {
     return text;
   };
   std::string rules = table();
-  EXPECT_NE(rules.find("ip daddr " + ip["ps"] + " ct state new meta skuid != { 0, " +
-                       std::to_string((*accounts)["alice"].uid) + " }"),
+  EXPECT_NE(rules.find(ip["ps"] + " . " + std::to_string((*accounts)["alice"].uid)),
             std::string::npos)
       << rules;
 

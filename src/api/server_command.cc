@@ -344,7 +344,6 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   if (config.backend.type != BackendConfig::Type::kSlurm && !config.address_range.empty()) {
     backend::NetWalls::Options wo;
     wo.table = backend::WallTableName(config.address_range, ServerConfig().address_range);
-    wo.rules_file = p->state_dir + "/walls.nft";
     p->walls = backend::NetWalls::Create(std::move(wo));
   }
 

@@ -10,8 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "common/file.h"
-#include "common/temp_dir.h"
 
 namespace tarn::backend {
 namespace {
@@ -24,27 +22,44 @@ TEST(NetWallsTest, RenderReplacesTheWholeTableAndMatchesNewFlowsOnly) {
             "table inet tarn {}\n"
             "delete table inet tarn\n"
             "table inet tarn {\n"
+            "  set walled { type ipv4_addr; }\n"
+            "  set owners { type ipv4_addr . uid; }\n"
+            "  set public { type ipv4_addr . inet_proto . inet_service; }\n"
             "  chain output {\n"
             "    type filter hook output priority filter; policy accept;\n"
-            "    # alice/fm/ps-0\n"
-            "    ip daddr 127.42.0.2 ct state new meta skuid != { 0, 1001 } meta l4proto tcp "
-            "reject with tcp reset\n"
-            "    ip daddr 127.42.0.2 ct state new meta skuid != { 0, 1001 } reject\n"
-            "    # alice/fm/serving-0\n"
-            "    ip daddr 127.42.0.3 ct state new tcp dport { 8501 } accept\n"
-            "    ip daddr 127.42.0.3 ct state new udp dport { 8501 } accept\n"
-            "    ip daddr 127.42.0.3 ct state new meta skuid != { 0, 1001 } meta l4proto tcp "
-            "reject with tcp reset\n"
-            "    ip daddr 127.42.0.3 ct state new meta skuid != { 0, 1001 } reject\n"
-            "    # root/x/c-0\n"
-            "    ip daddr 127.42.0.4 ct state new meta skuid != 0 meta l4proto tcp reject with "
-            "tcp reset\n"
-            "    ip daddr 127.42.0.4 ct state new meta skuid != 0 reject\n"
+            "    ct state new ip daddr @walled ip daddr . meta l4proto . th dport @public "
+            "accept\n"
+            "    ct state new ip daddr @walled meta skuid != 0 ip daddr . meta skuid != @owners "
+            "meta l4proto tcp reject with tcp reset\n"
+            "    ct state new ip daddr @walled meta skuid != 0 ip daddr . meta skuid != @owners "
+            "reject\n"
             "  }\n"
-            "}\n");
+            "}\n"
+            "add element inet tarn owners { 127.42.0.2 . 1001, 127.42.0.3 . 1001 }\n"
+            "add element inet tarn public { 127.42.0.3 . tcp . 8501, 127.42.0.3 . udp . 8501 }\n"
+            "add element inet tarn walled { 127.42.0.2, 127.42.0.3, 127.42.0.4 }\n");
   // Anything but an IPv4 address is never written into the rules.
   EXPECT_EQ(RenderWalls("t", {{"k", {"127.0.0.1; flush ruleset", 1, {}}}}).find("flush"),
             std::string::npos);
+}
+
+TEST(NetWallsTest, AChangeIsItsElementsAlone) {
+  const Wall ps{"127.42.0.2", 1001, {}}, serving{"127.42.0.3", 1001, {8501}};
+  EXPECT_EQ(RenderWallChanges("t", {}, {{"a/fm/ps-0", ps}}),
+            "add element inet t owners { 127.42.0.2 . 1001 }\n"
+            "add element inet t walled { 127.42.0.2 }\n");
+  EXPECT_EQ(RenderWallChanges("t", {{"a/fm/serving-0", serving}}, {}),
+            "delete element inet t owners { 127.42.0.3 . 1001 }\n"
+            "delete element inet t public { 127.42.0.3 . tcp . 8501, 127.42.0.3 . udp . 8501 }\n"
+            "delete element inet t walled { 127.42.0.3 }\n");
+  // Another owner, the same ports: deletes first, then adds, in one transaction.
+  EXPECT_EQ(RenderWallChanges("t", {{"k", serving}}, {{"k", {"127.42.0.3", 1002, {8501}}}}),
+            "delete element inet t owners { 127.42.0.3 . 1001 }\n"
+            "add element inet t owners { 127.42.0.3 . 1002 }\n");
+  EXPECT_EQ(RenderWallChanges("t", {{"k", ps}}, {{"k", ps}}), "");
+  // What another wall still has stays.
+  EXPECT_EQ(RenderWallChanges("t", {{"k", ps}}, {}, {{"j", {"127.42.0.2", 1002, {}}}}),
+            "delete element inet t owners { 127.42.0.2 . 1001 }\n");
 }
 
 TEST(NetWallsTest, EachServerHasATableOfItsOwn) {
@@ -52,64 +67,77 @@ TEST(NetWallsTest, EachServerHasATableOfItsOwn) {
   EXPECT_EQ(WallTableName("127.43.8.0/24", "127.42.0.0/16"), "tarn_127_43_8_0_24");
 }
 
-// What nft is asked, with the walls held until every instance is restored.
+// What nftables is asked, with the walls held until every instance is restored.
 class FakeNftTest : public ::testing::Test {
  protected:
   std::unique_ptr<NetWalls> Make() {
     NetWalls::Options o;
     o.table = "tarn_test";
-    o.rules_file = tmp_.path() + "/walls.nft";
-    o.run = [this](const std::vector<std::string>& argv) -> StatusOr<CommandResult> {
-      calls_.push_back(argv);
-      CommandResult r;
-      r.exit_code = argv[1] == "-f" && refuse_ ? 1 : 0;
-      if (r.exit_code != 0) r.err = "Error: Could not process rule: No such file or directory\n";
-      if (argv[1] == "-f") loaded_ = ReadFileToString(argv[2]).value_or("");
-      return r;
+    o.nft = [this](const std::string& commands) {
+      calls_.push_back(commands);
+      NftAnswer a;
+      a.ok = commands.rfind("list", 0) == 0 || refusals_ == 0;
+      if (!a.ok) {
+        --refusals_;
+        a.error = "Error: Could not process rule: No such file or directory";
+      }
+      return a;
     };
     return NetWalls::Create(std::move(o));
   }
-  TempDir tmp_{"net-walls-test"};
-  std::vector<std::vector<std::string>> calls_;
-  std::string loaded_;
-  bool refuse_ = false;
+  std::vector<std::string> calls_;
+  int refusals_ = 0;  // how many batches after the check nftables refuses
 };
 
-TEST_F(FakeNftTest, HeldUntilReleasedThenLoadedWholeOnEveryChange) {
+TEST_F(FakeNftTest, HeldUntilReleasedThenLoadedWholeThenChangedByElements) {
   if (::geteuid() != 0) GTEST_SKIP() << "walls are off without root";
   auto walls = Make();
   ASSERT_TRUE(walls->on()) << walls->describe();
-  EXPECT_EQ(calls_, (std::vector<std::vector<std::string>>{{"nft", "list", "tables"}}));
+  EXPECT_EQ(calls_, (std::vector<std::string>{"list tables\n"}));
   ASSERT_TRUE(walls->Set("a/x/c-0", {"127.42.0.2", 1001, {}}).ok());
   ASSERT_TRUE(walls->Set("a/x/c-1", {"127.42.0.3", 1001, {}}).ok());
   EXPECT_EQ(calls_.size(), 1u) << "nothing loaded while held";
   ASSERT_TRUE(walls->Release().ok());
   ASSERT_EQ(calls_.size(), 2u);
-  EXPECT_EQ(calls_[1], (std::vector<std::string>{"nft", "-f", tmp_.path() + "/walls.nft"}));
-  EXPECT_EQ(loaded_, RenderWalls("tarn_test", walls->walls()));
-  EXPECT_NE(loaded_.find("127.42.0.3"), std::string::npos);
+  EXPECT_EQ(calls_[1], RenderWalls("tarn_test", walls->walls()));
+  EXPECT_NE(calls_[1].find("127.42.0.3"), std::string::npos);
   ASSERT_TRUE(walls->Remove("a/x/c-1").ok());
-  EXPECT_EQ(loaded_.find("127.42.0.3"), std::string::npos);
+  ASSERT_EQ(calls_.size(), 3u);
+  EXPECT_EQ(calls_[2], "delete element inet tarn_test owners { 127.42.0.3 . 1001 }\n"
+                       "delete element inet tarn_test walled { 127.42.0.3 }\n");
   ASSERT_TRUE(walls->Set("a/x/c-0", {"127.42.0.2", 1001, {}}).ok());
   EXPECT_EQ(calls_.size(), 3u) << "the same wall again loads nothing";
 
-  // Refused: the error says nft's words, and what is recorded stays what is loaded.
-  refuse_ = true;
-  Status s = walls->Set("b/y/c-0", {"127.42.0.9", 1002, {}});
+  // A change refused (the table is not what this server loaded): the whole table again.
+  refusals_ = 1;
+  ASSERT_TRUE(walls->Set("b/y/c-0", {"127.42.0.9", 1002, {}}).ok());
+  ASSERT_EQ(calls_.size(), 5u);
+  EXPECT_EQ(calls_[4], RenderWalls("tarn_test", walls->walls()));
+  EXPECT_NE(calls_[4].find("127.42.0.9 . 1002"), std::string::npos);
+
+  // Refused whole too: the error says nftables' words, and what is recorded stays what is
+  // loaded.
+  refusals_ = 2;
+  Status s = walls->Set("b/y/c-1", {"127.42.0.10", 1002, {}});
   EXPECT_EQ(s.code(), StatusCode::kUnavailable);
-  EXPECT_NE(s.message().find("refused tarn's rules: Error: Could not process rule"),
+  EXPECT_NE(s.message().find("refused tarn's rules (table inet tarn_test): Error: Could not "
+                             "process rule"),
             std::string::npos)
       << s.message();
-  EXPECT_EQ(walls->walls().count("b/y/c-0"), 0u);
+  EXPECT_EQ(walls->walls().count("b/y/c-1"), 0u);
+  refusals_ = 2;
+  EXPECT_FALSE(walls->Remove("b/y/c-0").ok());
+  EXPECT_EQ(walls->walls().count("b/y/c-0"), 1u) << "a wall that could not go stays recorded";
 }
 
 TEST_F(FakeNftTest, ARefusedFirstLoadTurnsTheWallsOffAndSaysWhy) {
   if (::geteuid() != 0) GTEST_SKIP() << "walls are off without root";
   auto walls = Make();
-  refuse_ = true;
+  refusals_ = 1;
   EXPECT_FALSE(walls->Release().ok());
   EXPECT_FALSE(walls->on());
-  EXPECT_NE(walls->describe().find("off: nft -f"), std::string::npos) << walls->describe();
+  EXPECT_NE(walls->describe().find("off: nftables refused tarn's rules"), std::string::npos)
+      << walls->describe();
 }
 
 // The kernel's verdict: a real table, a real listener, real accounts (root and nobody).
@@ -119,7 +147,6 @@ TEST(RealNftTest, OnlyTheOwnAccountAndRootConnectButOnPublicPorts) {
     GTEST_SKIP() << "nftables is not installed (scripts/setup installs it) or the kernel "
                     "refuses it";
   }
-  TempDir tmp("net-walls-real-test");
   // An address of this test's own, away from the servers' ranges.
   const std::string ip = "127.251." + std::to_string(::getpid() % 250) + ".7";
   auto listen_on = [&](int port) {
@@ -147,7 +174,6 @@ TEST(RealNftTest, OnlyTheOwnAccountAndRootConnectButOnPublicPorts) {
 
   NetWalls::Options o;
   o.table = "tarn_test_" + std::to_string(::getpid());
-  o.rules_file = tmp.path() + "/walls.nft";
   auto walls = NetWalls::Create(std::move(o));
   ASSERT_TRUE(walls->on()) << walls->describe();
   ASSERT_TRUE(walls->Set("t/a/c-0", {ip, 65534, {18802}}).ok());
@@ -177,8 +203,15 @@ TEST(RealNftTest, OnlyTheOwnAccountAndRootConnectButOnPublicPorts) {
   EXPECT_EQ(send_udp(nobody, "from-own"), "from-own\n");
   ::close(udp);
 
+  // Changed by its elements alone: gone, then back with the other account as its owner.
   ASSERT_TRUE(walls->Remove("t/a/c-0").ok());
   EXPECT_TRUE(connects(other, 18801)) << "the address is free again";
+  ASSERT_TRUE(walls->Set("t/a/c-0", {ip, 65533, {}}).ok());
+  EXPECT_TRUE(connects(other, 18801)) << "its new owner";
+  EXPECT_FALSE(connects(nobody, 18801)) << "its old owner";
+  EXPECT_FALSE(connects(nobody, 18802)) << "no port is public any more";
+  ASSERT_TRUE(walls->Remove("t/a/c-0").ok());
+  EXPECT_TRUE(connects(nobody, 18801)) << "free again";
 
   std::system(("nft delete table inet " + std::string("tarn_test_") + std::to_string(::getpid()) +
                " 2>/dev/null")
