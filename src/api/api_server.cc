@@ -51,30 +51,6 @@ ApiRequest ParseRequest(http::Request&& r) {
   return req;
 }
 
-// Whether the caller may read and drive assembly `name` of the addressed tenant (access.h);
-// sets *owner. Otherwise answers 404, exactly as for an assembly that does not exist, and
-// records the denial.
-bool Addressed(const ApiRequest& req, ApiResponse& res, const ServiceLoop& loop,
-               const std::string& name, std::string* owner) {
-  *owner = OwnerOf(req);
-  res.audit_object = *owner + "/" + name;
-  if (*owner == req.caller->who.tenant || req.caller->who.role >= auth::Role::kOperator) {
-    return true;
-  }
-  const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
-  const AssemblyView* view = snapshot->Find(*owner, name);
-  if (view != nullptr && MayAccess(*req.caller, *owner, view->status().queue, snapshot->queues)) {
-    return true;
-  }
-  res.denied = "tenant " + *owner +
-               "'s assembly: the caller is not its owner, an operator or an administrator of "
-               "its queue";
-  res.status = 404;
-  res.set_content(json{{"diagnostics", service::AssemblyNotFoundError(name).message()}}.dump(),
-                  "application/json");
-  return false;
-}
-
 // An instance's log as a chunked body: what the file holds from `offset`, then, when
 // following, what is appended while the same run of the instance goes on (as the newest
 // snapshot tells).
@@ -686,6 +662,7 @@ void ApiServer::Register() {
       Routes::Runs::kPool);
 
   RegisterIdentityRoutes(h, options_.auth_store, options_.audit, options_.clock);
+  RegisterMetricsRoutes(h, loop, options_.collector);
 }
 
 }  // namespace tarn::api

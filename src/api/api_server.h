@@ -33,6 +33,10 @@
 #include "common/status.h"
 #include "http/server.h"
 
+namespace tarn::metrics {
+class Collector;
+}  // namespace tarn::metrics
+
 namespace tarn::api {
 
 class ApiServer {
@@ -50,6 +54,7 @@ class ApiServer {
     http::Server::Options http = DefaultHttpOptions();
     int blocking_threads = 8;  // for commands and log lookups, which wait for the loop
     std::function<std::string()> server_metrics;  // extra Prometheus text; may be empty
+    const metrics::Collector* collector = nullptr;  // instances' metrics; none: not scraped
   };
   static http::Server::Options DefaultHttpOptions();
 

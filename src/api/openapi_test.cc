@@ -23,8 +23,9 @@
 #ifndef TARN_OPENAPI_PATH
 #error "TARN_OPENAPI_PATH must name docs/openapi.yaml"
 #endif
-#if !defined(TARN_API_SERVER_SOURCE) || !defined(TARN_IDENTITY_ROUTES_SOURCE)
-#error "TARN_API_SERVER_SOURCE and TARN_IDENTITY_ROUTES_SOURCE must name src/api's route files"
+#if !defined(TARN_API_SERVER_SOURCE) || !defined(TARN_IDENTITY_ROUTES_SOURCE) || \
+    !defined(TARN_METRICS_ROUTES_SOURCE)
+#error "TARN_API_SERVER_SOURCE, TARN_IDENTITY_ROUTES_SOURCE, TARN_METRICS_ROUTES_SOURCE: the route files"
 #endif
 
 namespace tarn::api {
@@ -59,7 +60,7 @@ const json& Document() {
   return doc;
 }
 
-// A route as api_server.cc or identity_routes.cc registers it.
+// A route as api_server.cc, identity_routes.cc or metrics_routes.cc registers it.
 struct Route {
   std::string method;    // get, post, put, delete
   std::string regex;     // as written in the source
@@ -74,9 +75,10 @@ std::string Skeleton(const std::string& templ) {
 }
 
 std::vector<Route> SourceRoutes() {
-  // The two files that register routes, one after the other.
-  const std::string src =
-      ReadFile(TARN_API_SERVER_SOURCE) + "\n" + ReadFile(TARN_IDENTITY_ROUTES_SOURCE);
+  // The files that register routes, one after the other.
+  const std::string src = ReadFile(TARN_API_SERVER_SOURCE) + "\n" +
+                          ReadFile(TARN_IDENTITY_ROUTES_SOURCE) + "\n" +
+                          ReadFile(TARN_METRICS_ROUTES_SOURCE);
   struct Hit {
     size_t pos;
     size_t args;  // just past the '('

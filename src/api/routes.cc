@@ -1,5 +1,9 @@
 #include "api/routes.h"
 
+#include "api/access.h"
+#include "api/service_loop.h"
+#include "api/state_snapshot.h"
+
 namespace tarn::api {
 
 using json = nlohmann::json;
@@ -74,6 +78,30 @@ bool OnlyFields(const json& body, std::initializer_list<const char*> allowed, Ap
     }
   }
   return true;
+}
+
+// Whether the caller may read and drive assembly `name` of the addressed tenant (access.h);
+// sets *owner. Otherwise answers 404, exactly as for an assembly that does not exist, and
+// records the denial.
+bool Addressed(const ApiRequest& req, ApiResponse& res, const ServiceLoop& loop,
+               const std::string& name, std::string* owner) {
+  *owner = OwnerOf(req);
+  res.audit_object = *owner + "/" + name;
+  if (*owner == req.caller->who.tenant || req.caller->who.role >= auth::Role::kOperator) {
+    return true;
+  }
+  const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
+  const AssemblyView* view = snapshot->Find(*owner, name);
+  if (view != nullptr && MayAccess(*req.caller, *owner, view->status().queue, snapshot->queues)) {
+    return true;
+  }
+  res.denied = "tenant " + *owner +
+               "'s assembly: the caller is not its owner, an operator or an administrator of "
+               "its queue";
+  res.status = 404;
+  res.set_content(json{{"diagnostics", service::AssemblyNotFoundError(name).message()}}.dump(),
+                  "application/json");
+  return false;
 }
 
 }  // namespace tarn::api

@@ -76,6 +76,11 @@ std::string OwnerOf(const ApiRequest& req);
 // is made by acting as the other tenant (`how`), which admins alone may.
 bool ForOwnTenant(const ApiRequest& req, ApiResponse& res, const std::string& what,
                   const std::string& how);
+// Whether the caller may read and drive assembly `name` of the addressed tenant (access.h);
+// sets *owner. Otherwise answers 404, exactly as for an assembly that does not exist, and
+// records the denial.
+bool Addressed(const ApiRequest& req, ApiResponse& res, const ServiceLoop& loop,
+               const std::string& name, std::string* owner);
 // The body as a JSON object; else answers 400 saying why.
 bool ParseBody(const ApiRequest& req, ApiResponse& res, nlohmann::json* body);
 // Rejects fields other than `allowed`, naming the first unknown one.
@@ -193,5 +198,9 @@ struct Router {
 // /tarn/v1/tokens/NAME, GET /tarn/v1/audit (identity_routes.cc).
 void RegisterIdentityRoutes(Router& h, auth::AuthStore* tokens, auth::AuditLog* audit,
                             const Clock* wall);
+// The routes of instances' metrics: GET /tarn/v1/services/NAME/metrics (metrics_routes.cc).
+// `collector` may be null (the server scrapes nothing): the route says so.
+void RegisterMetricsRoutes(Router& h, const ServiceLoop& loop,
+                           const metrics::Collector* collector);
 
 }  // namespace tarn::api

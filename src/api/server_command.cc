@@ -18,12 +18,14 @@
 #include "api/openapi.h"
 #include "api/server_config.h"
 #include "api/service_loop.h"
+#include "api/state_snapshot.h"
 #include "auth/account.h"
 #include "backend/local_backend.h"
 #include "backend/slurm_backend.h"
 #include "common/file.h"
 #include "common/hmac_sha256.h"
 #include "common/local_paths.h"
+#include "metrics/collector.h"
 #include "registry/dns_server.h"
 #include "registry/registry.h"
 #include "runtime/dispatch_runtime.h"
@@ -79,6 +81,7 @@ struct Daemon::Parts {
   std::unique_ptr<backend::NetWalls> walls;   // the local backend's; outlives it
   std::unique_ptr<service::Backend> backend;  // local or slurm
   std::unique_ptr<service::Manager> manager;
+  std::unique_ptr<metrics::Collector> collector;  // instances' metrics; none when not scraped
   std::unique_ptr<ApiServer> api;
   bool shut_down = false;
 };
@@ -216,11 +219,13 @@ void Daemon::Shutdown() {
   if (p.shut_down) return;
   p.shut_down = true;
   if (p.api) p.api->Shutdown();
+  if (p.collector) p.collector->Stop();
   if (p.loop) p.loop->Stop();
   if (p.dns) p.dns->Stop();
   if (p.container_dns) p.container_dns->Stop();
   p.backend.reset();  // its threads end; the containers go on
   p.api.reset();
+  p.collector.reset();
   p.manager.reset();
   p.loop.reset();
   p.store.reset();
@@ -429,8 +434,39 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   }
   p->loop->Start(p->manager.get());
 
+  // Instances' metrics: every instance of every assembly, scraped while it runs at the port
+  // the one rule names (metrics/collector.h).
+  if (config.metrics.scrape_interval.count() > 0) {
+    metrics::Collector::Options co;
+    co.clock = &p->clock;
+    co.interval = config.metrics.scrape_interval;
+    co.timeout = config.metrics.scrape_timeout;
+    co.store = config.metrics.store;
+    co.targets = [loop] {
+      std::vector<metrics::Target> targets;
+      const std::shared_ptr<const StateSnapshot> snapshot = loop->Snapshot();
+      for (const auto& view : snapshot->assemblies) {
+        const service::AssemblyStatus& a = view->status();
+        for (const service::ComponentStatus& c : a.components) {
+          for (const service::InstanceStatus& i : c.instances) {
+            metrics::Target t{a.user + "/" + a.name + "/" + i.name, "", 0};
+            if (i.state == "READY" || i.state == "RUNNING_BUT_UNREADY") {
+              t.ip = i.ip;
+              t.port = metrics::MetricsPort(i.ports);
+            }
+            targets.push_back(std::move(t));
+          }
+        }
+      }
+      return targets;
+    };
+    p->collector = std::make_unique<metrics::Collector>(std::move(co));
+    p->collector->Start();
+  }
+
   ApiServer::Options ao;
   ao.loop = p->loop.get();
+  ao.collector = p->collector.get();
   ao.authenticator = p->authenticator.get();
   ao.auth_store = p->auth_store.get();
   ao.audit = p->audit.get();
@@ -451,7 +487,21 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     if (parts->container_dns) {
       listeners.emplace_back(parts->container_dns_address, parts->container_dns->counters());
     }
-    return listeners.empty() ? std::string() : registry::DnsPrometheusText(listeners);
+    std::string text =
+        listeners.empty() ? std::string() : registry::DnsPrometheusText(listeners);
+    if (parts->collector) {
+      text += "# HELP tarn_metrics_scrapes_total Scrapes of instances' /metrics.\n"
+              "# TYPE tarn_metrics_scrapes_total counter\ntarn_metrics_scrapes_total " +
+              std::to_string(parts->collector->scrapes()) +
+              "\n# HELP tarn_metrics_scrape_failures_total Scrapes that read nothing.\n"
+              "# TYPE tarn_metrics_scrape_failures_total counter\n"
+              "tarn_metrics_scrape_failures_total " +
+              std::to_string(parts->collector->failures()) +
+              "\n# HELP tarn_metrics_series Series the server keeps of its instances.\n"
+              "# TYPE tarn_metrics_series gauge\ntarn_metrics_series " +
+              std::to_string(parts->collector->store().series_count()) + "\n";
+    }
+    return text;
   };
   // Each connection is a descriptor: make room for the cap, plus the server's own files.
   if (rlimit nofile{}; ::getrlimit(RLIMIT_NOFILE, &nofile) == 0) {

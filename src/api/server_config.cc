@@ -288,6 +288,37 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
                      "header_timeout_ms, body_timeout_ms, idle_timeout_ms)");
         }
       }
+    } else if (k == "metrics") {
+      if (!v.is_object()) return Bad(source, k, "expected an object");
+      for (auto f = v.begin(); f != v.end(); ++f) {
+        const std::string fk = k + "." + f.key();
+        if (f.key() == "scrape_interval_ms") {
+          ASSIGN_OR_RETURN(int64_t ms, PositiveInt(*f, source, fk, 0));
+          if (ms > 0 && ms < 100) return Bad(source, fk, "0 (no scraping) or at least 100");
+          c.metrics.scrape_interval = std::chrono::milliseconds(ms);
+        } else if (f.key() == "scrape_timeout_ms") {
+          ASSIGN_OR_RETURN(int64_t ms, PositiveInt(*f, source, fk, 10));
+          c.metrics.scrape_timeout = std::chrono::milliseconds(ms);
+        } else if (f.key() == "points_per_series") {
+          ASSIGN_OR_RETURN(int64_t n, PositiveInt(*f, source, fk, 2));
+          if (n > 100000) return Bad(source, fk, "at most 100000");
+          c.metrics.store.points_per_series = static_cast<size_t>(n);
+        } else if (f.key() == "series_per_instance") {
+          ASSIGN_OR_RETURN(int64_t n, PositiveInt(*f, source, fk, 1));
+          c.metrics.store.series_per_instance = static_cast<size_t>(n);
+        } else if (f.key() == "max_series") {
+          ASSIGN_OR_RETURN(int64_t n, PositiveInt(*f, source, fk, 1));
+          c.metrics.store.max_series = static_cast<size_t>(n);
+        } else {
+          return Bad(source, fk,
+                     "unknown field (expected scrape_interval_ms, scrape_timeout_ms, "
+                     "points_per_series, series_per_instance, max_series)");
+        }
+      }
+      if (c.metrics.scrape_timeout > c.metrics.scrape_interval &&
+          c.metrics.scrape_interval.count() > 0) {
+        return Bad(source, k, "scrape_timeout_ms is above scrape_interval_ms");
+      }
     } else if (k == "auth") {
       ASSIGN_OR_RETURN(c.auth, ParseAuth(v, source));
     } else if (k == "tls") {
@@ -310,7 +341,8 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
       return Bad(source, k,
                  "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
                  "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
-                 "container_engine, oci_runtime, dns_upstream, backend, http, auth, tls)");
+                 "container_engine, oci_runtime, dns_upstream, backend, http, metrics, auth, "
+                 "tls)");
     }
   }
   auto parsed = scheduler::ParseQueues(queues);

@@ -30,6 +30,11 @@
 //              "idle_timeout_ms": 60000,      // a kept-alive connection between requests
 //              "max_body_bytes": 4194304,     // 413 above
 //              "threads": 0},                 // I/O threads; 0: the cores, at most 4
+//     "metrics": {"scrape_interval_ms": 5000, // instances' /metrics (metrics/collector.h);
+//                 "scrape_timeout_ms": 2000,  // 0: not scraped
+//                 "points_per_series": 720,   // kept per series: an hour at 5 s
+//                 "series_per_instance": 64,
+//                 "max_series": 5000},        // in all: memory <= max_series * points * 16 B
 //     "auth": {"simple": false,               // who is asking (auth/authenticator.h):
 //                                             // true honours ?user.name= from loopback
 //                                             // peers (Hadoop simple auth; any local
@@ -60,6 +65,7 @@
 #include "backend/name_files.h"
 #include "backend/port_book.h"
 #include "common/status.h"
+#include "metrics/series_store.h"
 #include "scheduler/queue_config.h"
 #include "scheduler/resources.h"
 #include "service/restart_policy.h"
@@ -87,6 +93,13 @@ struct HttpConfig {
 };
 
 // The "tls" object: the TCP listener's certificate chain and key (PEM).
+// The "metrics" object: how the collector reads instances' metrics.
+struct MetricsConfig {
+  std::chrono::milliseconds scrape_interval{5000};  // 0: not scraped
+  std::chrono::milliseconds scrape_timeout{2000};
+  metrics::SeriesStore::Options store;
+};
+
 struct TlsConfig {
   std::string cert_file, key_file;  // both empty: no TLS
 };
@@ -107,6 +120,7 @@ struct ServerConfig {
   std::string oci_runtime;  // "": auto (runtime::DockerRuntime::Options)
   BackendConfig backend;
   HttpConfig http;
+  MetricsConfig metrics;
   auth::AuthConfig auth;
   TlsConfig tls;
 };

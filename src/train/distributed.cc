@@ -183,7 +183,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
           std::to_string(epoch) + ", batch " + std::to_string(position) + ")");
       checkpoints.Mark(ck.step);
       paused += std::chrono::steady_clock::now() - began;
-      progress.checkpoint_step = ck.step;
+      progress.Checkpointed(ck.step);
       return OkStatus();
     };
     auto refill_servers = [&]() -> Status {
@@ -221,7 +221,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       if (!t.export_base.empty()) {
         ASSIGN_OR_RETURN(result.exported_version,
                          ExportTrainedModel(model, t, train.rows, train.cols, result.accuracy, step));
-        progress.exported_version = result.exported_version;
+        progress.Exported(result.exported_version);
       }
       exports.Mark(step);
       paused += std::chrono::steady_clock::now() - began;

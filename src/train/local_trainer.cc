@@ -105,7 +105,7 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
           ", batch " + std::to_string(position) + ")");
       checkpoints.Mark(step);
       paused += std::chrono::steady_clock::now() - began;
-      progress.checkpoint_step = step;
+      progress.Checkpointed(step);
       return OkStatus();
     };
     // `epoch_done`: the epoch whose end this is, for the log line; 0 mid-epoch.
@@ -128,7 +128,7 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
         ASSIGN_OR_RETURN(result.exported_version,
                          ExportTrainedModel(model, o, train.rows, train.cols, result.accuracy, step,
                                             epoch_done));
-        progress.exported_version = result.exported_version;
+        progress.Exported(result.exported_version);
       }
       exports.Mark(step);
       paused += std::chrono::steady_clock::now() - began;

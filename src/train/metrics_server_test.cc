@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 
 #include "train/progress.h"
@@ -39,6 +41,35 @@ TEST(MetricsServerTest, ServesTheRenderedTextAndNothingElse) {
                 .rfind("HTTP/1.1 431", 0),
             0u);
   server.Stop();
+}
+
+// The step and time of the last checkpoint and export, for the dashboard's timeline.
+TEST(ProgressTest, CheckpointsAndExportsCarryTheirTime) {
+  Progress progress;
+  auto value = [&](const std::string& name) {
+    const std::string text = progress.PrometheusText();
+    const size_t at = text.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::atof(text.c_str() + at + name.size() + 2);
+  };
+  EXPECT_EQ(value("tarn_train_checkpoint_step"), -1);
+  EXPECT_EQ(value("tarn_train_checkpoint_timestamp_seconds"), 0);
+  EXPECT_EQ(value("tarn_train_export_timestamp_seconds"), 0);
+  const auto now = [] {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  const double before = now();
+  progress.Checkpointed(40);
+  progress.Exported(3);
+  const double after = now();
+  EXPECT_EQ(value("tarn_train_checkpoint_step"), 40);
+  EXPECT_EQ(value("tarn_train_exported_version"), 3);
+  for (const char* t : {"tarn_train_checkpoint_timestamp_seconds",
+                        "tarn_train_export_timestamp_seconds"}) {
+    // Printed with 6 decimals: within a microsecond of the clock's readings around it.
+    EXPECT_GE(value(t), before - 1e-6) << t;
+    EXPECT_LE(value(t), after + 1e-6) << t;
+  }
 }
 
 TEST(ProgressTest, AJsonLineEveryIntervalWithLossAndStaleness) {

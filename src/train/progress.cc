@@ -46,9 +46,32 @@ std::string Progress::PrometheusText() const {
   }
   metric("tarn_train_exported_version", "gauge", "The last version exported (0: none).",
          static_cast<double>(exported_version.load()));
+  metric("tarn_train_export_timestamp_seconds", "gauge",
+         "When the last version was exported, in seconds since the epoch (0: none).",
+         export_time.load());
   metric("tarn_train_checkpoint_step", "gauge", "The step of the last checkpoint (-1: none).",
          static_cast<double>(checkpoint_step.load()));
+  metric("tarn_train_checkpoint_timestamp_seconds", "gauge",
+         "When the last checkpoint was written, in seconds since the epoch (0: none).",
+         checkpoint_time.load());
   return out;
+}
+
+namespace {
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+void Progress::Exported(int64_t version) {
+  export_time = WallSeconds();
+  exported_version = version;
+}
+
+void Progress::Checkpointed(int64_t step) {
+  checkpoint_time = WallSeconds();
+  checkpoint_step = step;
 }
 
 StepReporter::StepReporter(Progress* progress, std::string task, double every_secs,

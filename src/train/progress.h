@@ -20,7 +20,13 @@ struct Progress {
   std::atomic<double> accuracy{-1};  // the last evaluation; -1 before any
   std::atomic<double> staleness{0};  // async: updates applied between pull and push, mean
   std::atomic<int64_t> exported_version{0};
+  std::atomic<double> export_time{0};  // of the last export: seconds since the epoch; 0: none
   std::atomic<int64_t> checkpoint_step{-1};
+  std::atomic<double> checkpoint_time{0};  // of the last checkpoint, as export_time
+
+  // The training loops' reports of a version exported and a checkpoint written, now.
+  void Exported(int64_t version);
+  void Checkpointed(int64_t step);
 
   // One JSON object, e.g. {"task":"worker 0","step":120,"loss":0.41,...}; no newline.
   std::string JsonLine(const std::string& task) const;
