@@ -30,6 +30,7 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 using tarn::testing::CallApiWithToken;
 using tarn::testing::CommandResult;
+using tarn::testing::ReadAll;
 using tarn::testing::Reply;
 using tarn::testing::ServerProcess;
 
@@ -690,6 +691,103 @@ TEST_F(IdentityTest, SimpleAuthOnlyWhenConfiguredAndOnlyOnLoopback) {
   EXPECT_EQ(Rest("GET", "/app/v1/services/yarn?user.name=" + Tenant("bob"), json(), "").status,
             404);
   EXPECT_EQ(Rest("DELETE", "/app/v1/services/yarn?user.name=" + alice, json(), "").status, 200);
+}
+
+// The dashboard's sessions (issue 24): a token, or a one-time code, exchanged for an HttpOnly,
+// SameSite=Strict cookie that acts as the token's owner and nobody else; a change with the
+// cookie needs X-Tarn-CSRF (a page of another site cannot send it); logout ends it.
+TEST_F(IdentityTest, ADashboardSessionActsAsItsOwnerAndRefusesCrossSiteChanges) {
+  StartServer();
+  const std::string alice = Tenant("alice"), bob = Tenant("bob");
+  const std::string alice_token = TokenOf("alice");
+  httplib::Client http("127.0.0.1", server_->port());
+  auto post = [&](const std::string& path, const json& body, httplib::Headers headers = {}) {
+    return http.Post(path, headers, body.is_null() ? "" : body.dump(), "application/json");
+  };
+  // Logs in with `body`; the cookie's value ("" when none was set).
+  auto login = [&](const json& body, int want) {
+    auto r = post("/ui/login", body);
+    EXPECT_TRUE(r);
+    if (!r) return std::string();
+    EXPECT_EQ(r->status, want) << r->body;
+    const std::string cookie = r->get_header_value("Set-Cookie");
+    if (want != 200) {
+      EXPECT_EQ(cookie, "") << "a refused login sets no cookie";
+      return std::string();
+    }
+    EXPECT_NE(cookie.find("; HttpOnly"), std::string::npos) << cookie;
+    EXPECT_NE(cookie.find("; SameSite=Strict"), std::string::npos) << cookie;
+    EXPECT_NE(cookie.find("; Path=/"), std::string::npos) << cookie;
+    EXPECT_NE(cookie.find("; Max-Age=43200"), std::string::npos) << cookie;
+    EXPECT_EQ(cookie.find("Secure"), std::string::npos) << "plain TCP on loopback: " << cookie;
+    EXPECT_EQ(cookie.rfind("tarn_session=tarn_", 0), 0u) << cookie;
+    EXPECT_NE(cookie.substr(13, cookie.find(';') - 13), alice_token) << "a secret of its own";
+    return cookie.substr(13, cookie.find(';') - 13);
+  };
+  const std::string session = login({{"token", alice_token}}, 200);
+  ASSERT_FALSE(session.empty());
+  const httplib::Headers with_cookie = {{"Cookie", "theme=dark; tarn_session=" + session}};
+  auto who = http.Get("/tarn/v1/whoami", with_cookie);
+  ASSERT_TRUE(who);
+  ASSERT_EQ(who->status, 200) << who->body;
+  const json w = json::parse(who->body);
+  EXPECT_EQ(w["tenant"], alice);
+  EXPECT_EQ(w["authenticated_by"], "session");
+  EXPECT_EQ(w.value("token", "").rfind("ui-session-", 0), 0u) << w.dump();
+  // `tarn token list` shows it: the owner sees and can revoke every session.
+  CommandResult list = Tarn("alice", {"token", "list"});
+  EXPECT_NE(list.out.find(w.value("token", "")), std::string::npos) << list.out;
+
+  // A change with the cookie alone is refused (and audited); with X-Tarn-CSRF it is made.
+  json a = json::parse(ReadAll(AssemblyFile("viaui")));
+  auto refused = post("/app/v1/services", a, with_cookie);
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 403) << refused->body;
+  EXPECT_NE(refused->body.find("X-Tarn-CSRF: 1"), std::string::npos) << refused->body;
+  EXPECT_EQ(Rest("GET", "/app/v1/services/viaui", json(), alice_token).status, 404)
+      << "nothing launched";
+  httplib::Headers changes = with_cookie;
+  changes.emplace("X-Tarn-CSRF", "1");
+  auto made = post("/app/v1/services", a, changes);
+  ASSERT_TRUE(made);
+  EXPECT_EQ(made->status, 202) << made->body;
+  // Bob's session sees nothing of alice's.
+  const std::string bob_session = login({{"token", TokenOf("bob")}}, 200);
+  auto other = http.Get("/app/v1/services/viaui", {{"Cookie", "tarn_session=" + bob_session}});
+  ASSERT_TRUE(other);
+  EXPECT_EQ(other->status, 404) << other->body;
+
+  // A one-time code (what `tarn ui` prints): good once, for its tenant.
+  Reply code = Rest("POST", "/tarn/v1/ui/login-codes", json(), alice_token);
+  ASSERT_EQ(code.status, 201) << code.text;
+  EXPECT_EQ(code.body.value("login_path", ""), "/ui/login?code=" + code.body.value("code", ""));
+  const std::string by_code = login({{"code", code.body["code"]}}, 200);
+  auto who2 = http.Get("/tarn/v1/whoami", {{"Cookie", "tarn_session=" + by_code}});
+  ASSERT_TRUE(who2);
+  EXPECT_EQ(json::parse(who2->body)["tenant"], alice);
+  login({{"code", code.body["code"]}}, 401);  // used
+
+  // Bad logins say why and set nothing.
+  login({{"token", "tarn_" + std::string(43, 'x')}}, 401);
+  login(json::object(), 400);
+  login({{"token", alice_token}, {"code", "x"}}, 400);
+
+  // Logout ends the session: its cookie is cleared, and refused from then on.
+  auto out = post("/ui/logout", json(), changes);
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->status, 200) << out->body;
+  EXPECT_NE(out->get_header_value("Set-Cookie").find("tarn_session=; "), std::string::npos);
+  EXPECT_NE(out->get_header_value("Set-Cookie").find("Max-Age=0"), std::string::npos);
+  auto gone = http.Get("/tarn/v1/whoami", with_cookie);
+  ASSERT_TRUE(gone);
+  EXPECT_EQ(gone->status, 401);
+  EXPECT_NE(gone->body.find("revoked"), std::string::npos) << gone->body;
+  // A bearer token is no session to log out of.
+  EXPECT_EQ(Rest("POST", "/ui/logout", json(), alice_token).status, 400);
+
+  const std::vector<json> events = Audit();
+  EXPECT_GE(Audited(events, "POST", "/app/v1/services", 403), 1u) << "the cross-site refusal";
+  EXPECT_GE(Audited(events, "POST", "/ui/login", 401), 1u);
 }
 
 }  // namespace

@@ -60,7 +60,7 @@ nlohmann::json AuditEvent(const AuditFacts& f) {
   if (c.method == auth::AuthMethod::kSocket) {
     how["uid"] = c.socket_uid;
     how["pid"] = c.socket_pid;
-  } else if (c.method == auth::AuthMethod::kToken) {
+  } else if (c.method == auth::AuthMethod::kToken || c.method == auth::AuthMethod::kSession) {
     how["token"] = c.token_name;
   }
   e["auth"] = std::move(how);

@@ -27,6 +27,7 @@ using json = nlohmann::json;
 
 ApiRequest ParseRequest(http::Request&& r) {
   ApiRequest req;
+  req.tls = r.tls;
   req.method = std::move(r.method);
   req.body = std::move(r.body);
   const std::string_view target = r.target;
@@ -215,7 +216,16 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
     credentials.uid = request.credentials->uid;
     credentials.pid = request.credentials->pid;
   }
-  const std::string authorization = std::move(request.authorization);
+  std::string authorization = std::move(request.authorization);
+  // The dashboard's session cookie stands for a token (session_routes.cc), over TCP and when
+  // no Authorization header is sent.
+  if (!request.credentials && authorization.empty()) {
+    if (std::string session = CookieValue(request.cookie, kSessionCookie); !session.empty()) {
+      authorization = "Bearer " + session;
+      credentials.session_cookie = true;
+    }
+  }
+  const std::string csrf = std::move(request.csrf);
   const std::string impersonate = std::move(request.impersonate_user);
   credentials.authorization = authorization;
   credentials.impersonate = impersonate;
@@ -251,6 +261,18 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
     return finish(std::move(res), nullptr, auth::AuthFailure::kNone);
   }
   if (!route->open) {
+    // A change a cookie authenticates must say X-Tarn-CSRF: 1, which a page of another site
+    // cannot send (a custom header needs CORS, which tarn never grants); the cookie is
+    // SameSite=Strict besides. GET and HEAD change nothing.
+    if (credentials.session_cookie && req.method != "GET" && req.method != "HEAD" && csrf != "1") {
+      ApiResponse res;
+      res.denied = "a change with the session cookie but without X-Tarn-CSRF";
+      Reply(res, 403,
+            json{{"diagnostics",
+                  "a change authenticated by the dashboard's session cookie must send the header "
+                  "X-Tarn-CSRF: 1 (pages of other sites cannot)"}});
+      return finish(std::move(res), nullptr, auth::AuthFailure::kNone);
+    }
     auto simple = req.params.find("user.name");
     if (simple != req.params.end()) credentials.simple_user = &simple->second;
     auth::AuthFailure failure = auth::AuthFailure::kNone;
@@ -663,6 +685,9 @@ void ApiServer::Register() {
 
   RegisterIdentityRoutes(h, options_.auth_store, options_.audit, options_.clock);
   RegisterMetricsRoutes(h, loop, options_.collector);
+  RegisterSessionRoutes(h, SessionOptions{options_.authenticator, options_.auth_store,
+                                          options_.login_codes, options_.clock,
+                                          options_.session_ttl_ms});
 }
 
 }  // namespace tarn::api

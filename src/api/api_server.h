@@ -29,6 +29,7 @@
 #include "auth/audit_log.h"
 #include "auth/auth_store.h"
 #include "auth/authenticator.h"
+#include "auth/login_codes.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "http/server.h"
@@ -55,6 +56,8 @@ class ApiServer {
     int blocking_threads = 8;  // for commands and log lookups, which wait for the loop
     std::function<std::string()> server_metrics;  // extra Prometheus text; may be empty
     const metrics::Collector* collector = nullptr;  // instances' metrics; none: not scraped
+    auth::LoginCodes* login_codes = nullptr;  // required: `tarn ui`'s one-time codes
+    int64_t session_ttl_ms = 12 * 3600 * 1000;  // how long a dashboard session lasts
   };
   static http::Server::Options DefaultHttpOptions();
 

@@ -19,7 +19,9 @@ void RegisterIdentityRoutes(Router& h, auth::AuthStore* tokens, auth::AuditLog* 
     json out = IdentityJson(c.who);
     out["groups"] = c.who.groups;
     out["authenticated_by"] = std::string(auth::AuthMethodName(c.method));
-    if (c.method == auth::AuthMethod::kToken) out["token"] = c.token_name;
+    if (c.method == auth::AuthMethod::kToken || c.method == auth::AuthMethod::kSession) {
+      out["token"] = c.token_name;
+    }
     if (c.actor) out["impersonated_by"] = IdentityJson(*c.actor);
     Reply(res, 200, out);
   });

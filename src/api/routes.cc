@@ -104,4 +104,20 @@ bool Addressed(const ApiRequest& req, ApiResponse& res, const ServiceLoop& loop,
   return false;
 }
 
+std::string CookieValue(std::string_view header, std::string_view name) {
+  while (!header.empty()) {
+    const size_t semi = header.find(';');
+    std::string_view pair = header.substr(0, semi);
+    header.remove_prefix(semi == std::string_view::npos ? header.size() : semi + 1);
+    while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+    const size_t eq = pair.find('=');
+    if (eq != std::string_view::npos && pair.substr(0, eq) == name) {
+      std::string_view value = pair.substr(eq + 1);
+      while (!value.empty() && value.back() == ' ') value.remove_suffix(1);
+      return std::string(value);
+    }
+  }
+  return "";
+}
+
 }  // namespace tarn::api

@@ -18,6 +18,7 @@
 #include "auth/audit_log.h"
 #include "auth/auth_store.h"
 #include "auth/identity.h"
+#include "auth/login_codes.h"
 #include "common/clock.h"
 #include "common/status.h"
 #include "http/server.h"
@@ -32,6 +33,7 @@ struct ApiRequest {
   std::multimap<std::string, std::string> params;
   std::vector<std::string> matches;  // [0]: the whole path
   std::string body;
+  bool tls = false;  // it came over TLS
   const auth::Caller* caller = nullptr;  // set for every route but the open ones
 
   bool has_param(const std::string& key) const { return params.count(key) > 0; }
@@ -183,6 +185,10 @@ struct Router {
   void OpenGet(const std::string& p, ApiServer::Routes::Handler f) {
     routes.Add("GET", p, std::move(f), ApiServer::Routes::Runs::kInline, /*open=*/true);
   }
+  // A POST without credentials: one that is itself a login.
+  void OpenPost(const std::string& p, ApiServer::Routes::Handler f) {
+    routes.Add("POST", p, std::move(f), ApiServer::Routes::Runs::kPool, /*open=*/true);
+  }
   void Post(const std::string& p, ApiServer::Routes::Handler f) {
     routes.Add("POST", p, std::move(f), ApiServer::Routes::Runs::kPool);
   }
@@ -198,6 +204,22 @@ struct Router {
 // /tarn/v1/tokens/NAME, GET /tarn/v1/audit (identity_routes.cc).
 void RegisterIdentityRoutes(Router& h, auth::AuthStore* tokens, auth::AuditLog* audit,
                             const Clock* wall);
+// The dashboard's session cookie, and the value of cookie `name` in a Cookie header ("" when
+// absent).
+inline constexpr char kSessionCookie[] = "tarn_session";
+std::string CookieValue(std::string_view header, std::string_view name);
+
+// What the session routes need (session_routes.cc): POST /ui/login, POST /ui/logout and
+// POST /tarn/v1/ui/login-codes.
+struct SessionOptions {
+  const auth::Authenticator* authenticator = nullptr;
+  auth::AuthStore* tokens = nullptr;
+  auth::LoginCodes* codes = nullptr;
+  const Clock* clock = nullptr;
+  int64_t session_ttl_ms = 12 * 3600 * 1000;
+};
+void RegisterSessionRoutes(Router& h, const SessionOptions& options);
+
 // The routes of instances' metrics: GET /tarn/v1/services/NAME/metrics (metrics_routes.cc).
 // `collector` may be null (the server scrapes nothing): the route says so.
 void RegisterMetricsRoutes(Router& h, const ServiceLoop& loop,

@@ -74,6 +74,7 @@ struct Daemon::Parts {
   std::unique_ptr<auth::AuthStore> auth_store;
   std::unique_ptr<auth::AuditLog> audit;
   std::unique_ptr<auth::Authenticator> authenticator;
+  std::unique_ptr<auth::LoginCodes> login_codes;  // `tarn ui`'s, for the dashboard
   std::unique_ptr<runtime::ShimRuntime> runtime;
   // Processes through `runtime`, images through podman (made at the first image start).
   std::unique_ptr<runtime::DispatchRuntime> containers;
@@ -467,6 +468,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   ApiServer::Options ao;
   ao.loop = p->loop.get();
   ao.collector = p->collector.get();
+  p->login_codes = std::make_unique<auth::LoginCodes>(&p->clock);
+  ao.login_codes = p->login_codes.get();
   ao.authenticator = p->authenticator.get();
   ao.auth_store = p->auth_store.get();
   ao.audit = p->audit.get();

@@ -45,6 +45,8 @@ std::string_view AuthMethodName(AuthMethod method) {
       return "token";
     case AuthMethod::kSimple:
       return "simple";
+    case AuthMethod::kSession:
+      return "session";
   }
   return "socket";
 }
@@ -201,6 +203,7 @@ StatusOr<Caller> Authenticator::Authenticate(const Credentials& cr, AuthFailure*
     while (!a.empty() && a.front() == ' ') a.remove_prefix(1);
     while (!a.empty() && a.back() == ' ') a.remove_suffix(1);
     ASSIGN_OR_RETURN(caller, FromToken(a, failure));
+    if (cr.session_cookie) caller.method = AuthMethod::kSession;
   } else if (options_.config.simple && cr.simple_user != nullptr && !cr.simple_user->empty()) {
     if (!cr.loopback) {
       return Unauthenticated(AuthFailure::kMissing, failure,

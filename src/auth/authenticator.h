@@ -53,7 +53,8 @@ struct Credentials {
   bool unix_socket = false;  // came over the Unix socket: `uid`/`pid` are the kernel's
   uid_t uid = 0;
   pid_t pid = 0;
-  std::string_view authorization;     // the Authorization header
+  std::string_view authorization;     // the Authorization header ("Bearer <token>")
+  bool session_cookie = false;        // `authorization` came from the session cookie
   std::string_view impersonate;       // the Impersonate-User header
   const std::string* simple_user = nullptr;  // ?user.name=, when the request has it
   std::string peer;                   // "127.0.0.1:40312", "unix"

@@ -35,8 +35,9 @@ struct Identity {
 };
 
 // How the server knows who asked.
-enum class AuthMethod { kSocket, kToken, kSimple };
-std::string_view AuthMethodName(AuthMethod method);  // "socket", "token", "simple"
+// kSession: the dashboard's session cookie, a token the server made at its login.
+enum class AuthMethod { kSocket, kToken, kSimple, kSession };
+std::string_view AuthMethodName(AuthMethod method);  // "socket", "token", "simple", "session"
 
 // The authenticated caller of one request.
 struct Caller {
@@ -45,8 +46,8 @@ struct Caller {
   AuthMethod method = AuthMethod::kSocket;
   uid_t socket_uid = 0;    // kSocket: the peer's uid and pid, from SO_PEERCRED
   pid_t socket_pid = 0;
-  std::string token_name;  // kToken: the token's name
-  int64_t token_expires_ms = 0;  // kToken: when it expires (ms since the epoch); 0: never
+  std::string token_name;  // kToken, kSession: the token's name
+  int64_t token_expires_ms = 0;  // kToken, kSession: when it expires (ms since the epoch); 0: never
   std::string peer;        // "127.0.0.1:40312" or "unix"
 
   // Whoever really asked: the actor when acting as someone, else `who`.

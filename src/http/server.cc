@@ -376,6 +376,8 @@ class Session : public SessionBase {
     request.tls = kTls;
     request.authorization = std::string(req[bhttp::field::authorization]);
     request.impersonate_user = std::string(req["Impersonate-User"]);
+    request.cookie = std::string(req[bhttp::field::cookie]);
+    request.csrf = std::string(req["X-Tarn-CSRF"]);
     request.connection_memo = &memo_;
     // An answer given before the handler returns (on this thread) is written right after it,
     // without a trip through the strand's queue; a later one is posted to the strand.

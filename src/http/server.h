@@ -62,6 +62,10 @@ struct Request {
   // client is ("Bearer TOKEN"), and whom it asks to act for (Kubernetes' Impersonate-User).
   std::string authorization;
   std::string impersonate_user;
+  // The Cookie header (the dashboard's session) and X-Tarn-CSRF, which a page of another
+  // site cannot send without the server's leave (CORS, which tarn never gives).
+  std::string cookie;
+  std::string csrf;
   // A slot the connection keeps for its handler from one request to the next (what it
   // learned of the connection: who authenticated on it). Valid while the handler is called
   // (on the connection's I/O thread), never after; the handler alone decides its type.
