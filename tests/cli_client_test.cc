@@ -116,6 +116,18 @@ class ClientTest : public ::testing::Test {
           service["components"][0]["containers"][0]["launch_time"] = five_minutes_ago;
           res.set_content(service.dump(), "application/json");
         });
+    // `tarn ui`'s login code; without a TCP listener when with_url_ is false.
+    server_.Post("/tarn/v1/ui/login-codes",
+                 [this](const httplib::Request& req, httplib::Response& res) {
+                   Record(req);
+                   json answer = {{"code", "tarn_abc"},
+                                  {"tenant", "alice"},
+                                  {"login_path", "/ui/login?code=tarn_abc"},
+                                  {"expires_ms", 1}};
+                   if (with_url_) answer["url"] = "http://127.0.0.1:8088/ui/login?code=tarn_abc";
+                   res.status = 201;
+                   res.set_content(answer.dump(), "application/json");
+                 });
     server_.Get(
         "/app/v1/services/missing", [this](const httplib::Request& req, httplib::Response& res) {
           Record(req);
@@ -229,6 +241,7 @@ class ClientTest : public ::testing::Test {
   std::vector<RecordedRequest> requests_;
   std::atomic<int> polls_{0};
   std::string final_state_ = "STABLE";
+  std::atomic<bool> with_url_{true};  // the login-code answer carries a url
   std::string list_ = "[]";
 };
 
@@ -510,6 +523,35 @@ TEST_F(ClientTest, AsAndTenantAreSent) {
   EXPECT_EQ(requests[0].params.find("tenant")->second, "carol");
 }
 
+TEST_F(ClientTest, UiPrintsTheOneTimeLoginUrl) {
+  CommandResult run = RunTarn({"ui"}, Env());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "http://127.0.0.1:8088/ui/login?code=tarn_abc\n");
+  EXPECT_EQ(run.err,
+            "tarn: open this URL to log in to the dashboard as alice; it is good once, for a "
+            "minute\n");
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 1u);
+  EXPECT_EQ(requests[0].method, "POST");
+  EXPECT_EQ(requests[0].path, "/tarn/v1/ui/login-codes");
+
+  // Where the browser reaches the server another way (ssh -L), the origin is the caller's.
+  run = RunTarn({"ui", "--origin", "https://tunnel.example:9000/"}, Env());
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.out, "https://tunnel.example:9000/ui/login?code=tarn_abc\n");
+  run = RunTarn({"ui", "--origin", "tunnel:9000"}, Env());
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.err,
+            "tarn: --origin: \"tunnel:9000\" is not an http:// or https:// origin (e.g. "
+            "http://127.0.0.1:8088)\n");
+
+  with_url_ = false;
+  run = RunTarn({"ui"}, Env());
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_EQ(run.out, "");
+  EXPECT_NE(run.err.find("the server has no TCP listener"), std::string::npos) << run.err;
+}
+
 TEST_F(ClientTest, FlexPutsTheNewCount) {
   CommandResult run = RunTarn({"flex", "sleeper", "sleeper", "4"}, Env());
   EXPECT_EQ(run.exit_code, 0) << run.err;
@@ -581,8 +623,8 @@ TEST(ClientUsageTest, UnknownCommandListsTheClientVerbs) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "tarn: unknown command \"lanch\" (commands: validate, explain, launch, list, status, "
-            "flex, stop, start, destroy, logs, nodes, queues, events, whoami, token, audit, server, "
-            "run; see tarn "
+            "flex, stop, start, destroy, logs, nodes, queues, events, whoami, token, audit, ui, "
+            "server, run; see tarn "
             "--help)\n");
 }
 

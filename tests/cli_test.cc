@@ -107,8 +107,8 @@ TEST(ValidateTest, UnknownCommandIsNamed) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "tarn: unknown command \"lanch\" (commands: validate, explain, launch, list, status, "
-            "flex, stop, start, destroy, logs, nodes, queues, events, whoami, token, audit, server, "
-            "run; see tarn "
+            "flex, stop, start, destroy, logs, nodes, queues, events, whoami, token, audit, ui, "
+            "server, run; see tarn "
             "--help)\n");
 }
 

@@ -16,6 +16,7 @@
 #include "api/access.h"
 #include "api/json_views.h"
 #include "api/routes.h"
+#include "api/ui_files.h"
 #include "auth/audit_log.h"
 #include "common/number.h"
 #include "spec/parser.h"
@@ -247,6 +248,10 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
     out.stream = std::move(res.stream);
     respond(std::move(out));
   };
+  if ((req.method == "GET" || req.method == "HEAD") && IsUiPath(req.path) &&
+      !options_.ui_dir.empty()) {
+    return finish(UiFile(options_.ui_dir, req.path), nullptr, auth::AuthFailure::kNone);
+  }
   std::string allowed;
   const Routes::Route* route = routes_->Find(req.method, req.path, &req.matches, &allowed);
   if (route == nullptr) {
@@ -687,7 +692,7 @@ void ApiServer::Register() {
   RegisterMetricsRoutes(h, loop, options_.collector);
   RegisterSessionRoutes(h, SessionOptions{options_.authenticator, options_.auth_store,
                                           options_.login_codes, options_.clock,
-                                          options_.session_ttl_ms});
+                                          options_.session_ttl_ms, options_.ui_origin});
 }
 
 }  // namespace tarn::api

@@ -43,7 +43,7 @@ namespace tarn::api {
 class ApiServer {
  public:
   struct Options {
-    ServiceLoop* loop = nullptr;  // required
+    ServiceLoop* loop = nullptr;                         // required
     const auth::Authenticator* authenticator = nullptr;  // required
     auth::AuthStore* auth_store = nullptr;               // required: tokens
     auth::AuditLog* audit = nullptr;                     // none: nothing is audited
@@ -54,10 +54,12 @@ class ApiServer {
     // Limits and timeouts; listen, server_header and render_error are set by Start.
     http::Server::Options http = DefaultHttpOptions();
     int blocking_threads = 8;  // for commands and log lookups, which wait for the loop
-    std::function<std::string()> server_metrics;  // extra Prometheus text; may be empty
+    std::function<std::string()> server_metrics;    // extra Prometheus text; may be empty
     const metrics::Collector* collector = nullptr;  // instances' metrics; none: not scraped
-    auth::LoginCodes* login_codes = nullptr;  // required: `tarn ui`'s one-time codes
-    int64_t session_ttl_ms = 12 * 3600 * 1000;  // how long a dashboard session lasts
+    auth::LoginCodes* login_codes = nullptr;        // required: `tarn ui`'s one-time codes
+    int64_t session_ttl_ms = 12 * 3600 * 1000;      // how long a dashboard session lasts
+    std::string ui_dir;                      // the dashboard's files (ui_files.h); "": no dashboard
+    std::function<std::string()> ui_origin;  // SessionOptions::ui_origin
   };
   static http::Server::Options DefaultHttpOptions();
 

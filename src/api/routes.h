@@ -33,7 +33,7 @@ struct ApiRequest {
   std::multimap<std::string, std::string> params;
   std::vector<std::string> matches;  // [0]: the whole path
   std::string body;
-  bool tls = false;  // it came over TLS
+  bool tls = false;                      // it came over TLS
   const auth::Caller* caller = nullptr;  // set for every route but the open ones
 
   bool has_param(const std::string& key) const { return params.count(key) > 0; }
@@ -178,7 +178,8 @@ class ApiServer::Routes {
 // parameters and their statuses in the text of the files that call these.
 struct Router {
   ApiServer::Routes& routes;
-  void Get(const std::string& p, ApiServer::Routes::Handler f, ApiServer::Routes::Runs runs = ApiServer::Routes::Runs::kInline) {
+  void Get(const std::string& p, ApiServer::Routes::Handler f,
+           ApiServer::Routes::Runs runs = ApiServer::Routes::Runs::kInline) {
     routes.Add("GET", p, std::move(f), runs);
   }
   // A GET anyone may make, without credentials.
@@ -217,12 +218,14 @@ struct SessionOptions {
   auth::LoginCodes* codes = nullptr;
   const Clock* clock = nullptr;
   int64_t session_ttl_ms = 12 * 3600 * 1000;
+  // The dashboard's origin for the login URL, e.g. "http://127.0.0.1:8088"; "" (or none)
+  // when the server has no TCP listener.
+  std::function<std::string()> ui_origin;
 };
 void RegisterSessionRoutes(Router& h, const SessionOptions& options);
 
 // The routes of instances' metrics: GET /tarn/v1/services/NAME/metrics (metrics_routes.cc).
 // `collector` may be null (the server scrapes nothing): the route says so.
-void RegisterMetricsRoutes(Router& h, const ServiceLoop& loop,
-                           const metrics::Collector* collector);
+void RegisterMetricsRoutes(Router& h, const ServiceLoop& loop, const metrics::Collector* collector);
 
 }  // namespace tarn::api

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -63,6 +64,10 @@ struct Daemon::Parts {
   std::string address;
   std::string socket_path;
   bool tls = false;  // the TCP listener speaks TLS
+  // The dashboard's origin (`tarn ui`'s URL): the host is set before the API starts, the
+  // port once its listener is bound (0 until then, or without a TCP listener).
+  std::string ui_host;
+  std::atomic<int> ui_port{0};
   std::string dns_address;
   std::string state_dir;
   std::unique_ptr<registry::Registry> registry;
@@ -363,8 +368,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   };
   // Containers (and Slurm jobs) run as the tenant's own account, found by the uid its label
   // is bound to.
-  runtime::AccountLookup tenant_accounts = [store = p->auth_store.get()](const std::string& name)
-      -> std::optional<runtime::Account> {
+  runtime::AccountLookup tenant_accounts =
+      [store = p->auth_store.get()](const std::string& name) -> std::optional<runtime::Account> {
     std::optional<auth::TenantRecord> tenant = store->Tenant(name);
     if (!tenant) return runtime::LookUpAccount(name);  // the local user, or an older tenant
     if (!tenant->uid) return std::nullopt;             // a remote tenant: the local user
@@ -470,6 +475,13 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   ao.collector = p->collector.get();
   p->login_codes = std::make_unique<auth::LoginCodes>(&p->clock);
   ao.login_codes = p->login_codes.get();
+  ao.ui_dir = config.ui_dir.empty() ? std::string(TARN_UI_DIR) : config.ui_dir;
+  ao.ui_origin = [parts = p.get()] {
+    const int port = parts->ui_port.load();
+    if (port == 0) return std::string();
+    return std::string(parts->tls ? "https://" : "http://") + parts->ui_host + ":" +
+           std::to_string(port);
+  };
   ao.authenticator = p->authenticator.get();
   ao.auth_store = p->auth_store.get();
   ao.audit = p->audit.get();
@@ -490,19 +502,19 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     if (parts->container_dns) {
       listeners.emplace_back(parts->container_dns_address, parts->container_dns->counters());
     }
-    std::string text =
-        listeners.empty() ? std::string() : registry::DnsPrometheusText(listeners);
+    std::string text = listeners.empty() ? std::string() : registry::DnsPrometheusText(listeners);
     if (parts->collector) {
-      text += "# HELP tarn_metrics_scrapes_total Scrapes of instances' /metrics.\n"
-              "# TYPE tarn_metrics_scrapes_total counter\ntarn_metrics_scrapes_total " +
-              std::to_string(parts->collector->scrapes()) +
-              "\n# HELP tarn_metrics_scrape_failures_total Scrapes that read nothing.\n"
-              "# TYPE tarn_metrics_scrape_failures_total counter\n"
-              "tarn_metrics_scrape_failures_total " +
-              std::to_string(parts->collector->failures()) +
-              "\n# HELP tarn_metrics_series Series the server keeps of its instances.\n"
-              "# TYPE tarn_metrics_series gauge\ntarn_metrics_series " +
-              std::to_string(parts->collector->store().series_count()) + "\n";
+      text +=
+          "# HELP tarn_metrics_scrapes_total Scrapes of instances' /metrics.\n"
+          "# TYPE tarn_metrics_scrapes_total counter\ntarn_metrics_scrapes_total " +
+          std::to_string(parts->collector->scrapes()) +
+          "\n# HELP tarn_metrics_scrape_failures_total Scrapes that read nothing.\n"
+          "# TYPE tarn_metrics_scrape_failures_total counter\n"
+          "tarn_metrics_scrape_failures_total " +
+          std::to_string(parts->collector->failures()) +
+          "\n# HELP tarn_metrics_series Series the server keeps of its instances.\n"
+          "# TYPE tarn_metrics_series gauge\ntarn_metrics_series " +
+          std::to_string(parts->collector->store().series_count()) + "\n";
     }
     return text;
   };
@@ -534,7 +546,15 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     tcp.tls_cert_file = config.tls.cert_file;
     tcp.tls_key_file = config.tls.key_file;
     listeners.push_back(std::move(tcp));
+    // A wildcard listener is reached by the machine's name; IPv6 literals go in brackets.
+    std::string host = listen->first;
+    if (host == "0.0.0.0" || host == "::" || host.empty()) {
+      char name[256] = {};
+      host = ::gethostname(name, sizeof(name) - 1) == 0 ? name : "localhost";
+    }
+    p->ui_host = host.find(':') != std::string::npos ? "[" + host + "]" : host;
   }
+  p->tls = tls;  // before Start: the login-code route reads it
   auto ports = p->api->Start(listeners);
   if (!ports.ok()) {
     Daemon d(std::move(p));  // shuts the parts down in order
@@ -543,11 +563,11 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
                                 ports.status().message());
   }
   if (listen) {
-    p->address = (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]"
-                                                               : listen->first) +
-                 ":" + std::to_string((*ports)[1]);
+    p->address =
+        (listen->first.find(':') != std::string::npos ? "[" + listen->first + "]" : listen->first) +
+        ":" + std::to_string((*ports)[1]);
+    p->ui_port.store((*ports)[1]);
   }
-  p->tls = tls;
   return std::unique_ptr<Daemon>(new Daemon(std::move(p)));
 }
 

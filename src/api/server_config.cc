@@ -245,6 +245,11 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
                    "expected a command name or path (\"podman\", \"runc\"), got " + v.dump());
       }
       (k == "container_engine" ? c.container_engine : c.oci_runtime) = v.get<std::string>();
+    } else if (k == "ui_dir") {
+      ASSIGN_OR_RETURN(c.ui_dir, String(v, source, k));
+      if (c.ui_dir.empty() || c.ui_dir[0] != '/') {
+        return Bad(source, k, "expected an absolute directory, got " + v.dump());
+      }
     } else if (k == "dns_upstream") {
       if (!v.is_array()) return Bad(source, k, "expected a list of \"IP\" or \"IP:PORT\"");
       std::vector<std::string> upstream;
@@ -341,8 +346,8 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
       return Bad(source, k,
                  "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
                  "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
-                 "container_engine, oci_runtime, dns_upstream, backend, http, metrics, auth, "
-                 "tls)");
+                 "container_engine, oci_runtime, ui_dir, dns_upstream, backend, http, metrics, "
+                 "auth, tls)");
     }
   }
   auto parsed = scheduler::ParseQueues(queues);

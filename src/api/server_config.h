@@ -17,6 +17,8 @@
 //     "container_names": "auto",              // how programs in containers resolve names:
 //                                             // "resolv-conf", "hosts", "none" (name_files.h);
 //                                             // auto: the first this machine allows
+//     "ui_dir": "/usr/share/tarn/ui",         // the dashboard's files (absent: web/dist of
+//                                             // this checkout, as scripts/web builds it)
 //     "container_engine": "podman",           // runs DOCKER artifacts' images (path or name)
 //     "oci_runtime": "runc",                  // podman --runtime; absent: runc where crun
 //                                             // fails (cgroup v1/hybrid), else podman's own
@@ -118,6 +120,7 @@ struct ServerConfig {
   std::optional<std::vector<std::string>> dns_upstream;          // none: the machine's
   std::string container_engine;                                  // "": podman
   std::string oci_runtime;  // "": auto (runtime::DockerRuntime::Options)
+  std::string ui_dir;       // the dashboard's files; "": this checkout's web/dist
   BackendConfig backend;
   HttpConfig http;
   MetricsConfig metrics;

@@ -15,8 +15,9 @@ namespace {
 using json = nlohmann::json;
 
 std::string SessionCookie(const std::string& value, int64_t max_age_s, bool tls) {
-  return std::string(kSessionCookie) + "=" + value + "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" +
-         std::to_string(max_age_s) + (tls ? "; Secure" : "");
+  return std::string(kSessionCookie) + "=" + value +
+         "; Path=/; HttpOnly; SameSite=Strict; Max-Age=" + std::to_string(max_age_s) +
+         (tls ? "; Secure" : "");
 }
 
 }  // namespace
@@ -72,10 +73,12 @@ void RegisterSessionRoutes(Router& h, const SessionOptions& o) {
     if (!tag.ok()) return Error(res, tag.status());
     std::string name = "ui-session-";
     for (char c : tag->substr(auth::kTokenPrefix.size(), 8)) {
-      name += std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : 'x';
+      name +=
+          std::isalnum(static_cast<unsigned char>(c)) ? static_cast<char>(std::tolower(c)) : 'x';
     }
-    const auth::TokenRecord record{grant.tenant, name, auth::TokenHash(*token), grant.role, now,
-                                   now + o.session_ttl_ms, grant.issued_by};
+    const auth::TokenRecord record{grant.tenant,   name, auth::TokenHash(*token),
+                                   grant.role,     now,  now + o.session_ttl_ms,
+                                   grant.issued_by};
     res.audit_object = grant.tenant + "/token/" + name;
     if (Status st = o.tokens->AddToken(record); !st.ok()) return Error(res, st);
     res.set_header("Set-Cookie", SessionCookie(*token, o.session_ttl_ms / 1000, req.tls));
@@ -105,14 +108,18 @@ void RegisterSessionRoutes(Router& h, const SessionOptions& o) {
   h.Post("/tarn/v1/ui/login-codes", [o](const ApiRequest& req, ApiResponse& res) {
     const auth::Caller& c = *req.caller;
     res.audit_object = c.who.tenant + "/login-code";
-    StatusOr<auth::LoginCodes::Issued> issued = o.codes->Issue(
-        {c.who.tenant, c.who.role,
-         c.actor ? c.actor->account + " as " + c.who.account : c.who.account});
+    StatusOr<auth::LoginCodes::Issued> issued =
+        o.codes->Issue({c.who.tenant, c.who.role,
+                        c.actor ? c.actor->account + " as " + c.who.account : c.who.account});
     if (!issued.ok()) return Error(res, 503, issued.status().message());
-    Reply(res, 201,
-          json{{"code", issued->code},
-               {"login_path", "/ui/login?code=" + issued->code},
-               {"expires_ms", issued->expires_ms}});
+    json answer = {{"code", issued->code},
+                   {"tenant", c.who.tenant},
+                   {"login_path", "/ui/login?code=" + issued->code},
+                   {"expires_ms", issued->expires_ms}};
+    if (const std::string origin = o.ui_origin ? o.ui_origin() : ""; !origin.empty()) {
+      answer["url"] = origin + answer["login_path"].get<std::string>();
+    }
+    Reply(res, 201, answer);
   });
 }
 

@@ -6,6 +6,7 @@
 #include "cli/identity.h"
 #include "cli/table.h"
 #include "common/number.h"
+#include "common/subprocess.h"
 
 namespace tarn::cli {
 namespace {
@@ -104,8 +105,7 @@ int RunTokenCreate(const TokenFlags& token, const ClientFlags& flags) {
   std::cout << secret << "\n";
   std::cerr << "tarn: token " << Str(*answer, "name") << " of " << Str(*answer, "tenant")
             << ", role " << Str(*answer, "role") << ", expires " << Str(*answer, "expires")
-            << (token.save ? ", saved to " + TokenFilePath() : "")
-            << "; it is shown this once\n";
+            << (token.save ? ", saved to " + TokenFilePath() : "") << "; it is shown this once\n";
   return 0;
 }
 
@@ -163,6 +163,52 @@ int RunAudit(const std::string& since, int64_t limit, const ClientFlags& flags) 
         return out;
       },
       query);
+}
+
+int RunUi(const UiFlags& ui, const ClientFlags& flags) {
+  std::string origin = ui.origin;
+  while (!origin.empty() && origin.back() == '/') origin.pop_back();
+  if (!origin.empty() && origin.rfind("http://", 0) != 0 && origin.rfind("https://", 0) != 0) {
+    std::cerr << "tarn: --origin: \"" << ui.origin
+              << "\" is not an http:// or https:// origin (e.g. http://127.0.0.1:8088)\n";
+    return 2;
+  }
+  int exit_code = 0;
+  auto client = OpenClient(flags, &exit_code);
+  if (!client) return exit_code;
+  auto answer = client->Post("/tarn/v1/ui/login-codes", json::object());
+  if (!answer.ok()) return PrintError(answer.status());
+  std::string url;
+  if (!origin.empty()) {
+    url = origin + answer->value("login_path", "");
+  } else {
+    url = answer->value("url", "");
+  }
+  if (url.empty()) {
+    std::cerr << "tarn: the server has no TCP listener, so the dashboard has no address: start "
+                 "it with --listen 127.0.0.1:8088, or name where it is reached with --origin\n";
+    return 1;
+  }
+  if (flags.output == "json") {
+    json out = *answer;
+    out["url"] = url;
+    PrintJson(out);
+  } else {
+    // The URL alone on stdout (for scripts); what it is on stderr, as Jupyter prints it.
+    std::cout << url << "\n";
+    std::cerr << "tarn: open this URL to log in to the dashboard as " << Str(*answer, "tenant")
+              << "; it is good once, for a minute\n";
+  }
+  if (ui.open) {
+    StatusOr<CommandResult> opened = RunCommand({"xdg-open", url}, std::chrono::seconds(10));
+    if (!opened.ok() || !opened->success()) {
+      std::cerr << "tarn: --open: xdg-open could not open it ("
+                << (opened.ok() ? opened->FirstErrorLine() : opened.status().message())
+                << "); open the URL above yourself\n";
+      return 1;
+    }
+  }
+  return 0;
 }
 
 }  // namespace tarn::cli

@@ -97,4 +97,11 @@ int RunTokenRevoke(const TokenFlags& token, const ClientFlags& flags);
 // `since`: RFC 3339, milliseconds since the epoch, or an age ("10m", "2h", "1d").
 int RunAudit(const std::string& since, int64_t limit, const ClientFlags& flags);
 
+// `tarn ui`: a one-time login URL for the dashboard, as the caller (auth_commands.cc).
+struct UiFlags {
+  bool open = false;   // also open it with xdg-open
+  std::string origin;  // the URL's origin instead of the server's own (e.g. an ssh tunnel's)
+};
+int RunUi(const UiFlags& ui, const ClientFlags& flags);
+
 }  // namespace tarn::cli

@@ -10,7 +10,7 @@ namespace {
 
 constexpr char kCommands[] =
     "validate, explain, launch, list, status, flex, stop, start, destroy, logs, nodes, queues, "
-    "events, whoami, token, audit, server, run";
+    "events, whoami, token, audit, ui, server, run";
 
 }  // namespace
 
@@ -160,12 +160,22 @@ int main(int argc, char** argv) {
 
   std::string audit_since;
   int64_t audit_limit = 0;
-  CLI::App* audit = app.add_subcommand("audit", "print the audit log, one JSON event a line (admins)");
+  CLI::App* audit =
+      app.add_subcommand("audit", "print the audit log, one JSON event a line (admins)");
   audit->add_option("--since", audit_since,
                     "from this time (RFC 3339 or ms since the epoch) or age (10m, 2h, 1d)");
   audit->add_option("--limit", audit_limit, "at most the newest N events (default 1000)")
       ->check(CLI::PositiveNumber);
   add_client_flags(audit, true);
+
+  tarn::cli::UiFlags ui_flags;
+  CLI::App* ui = app.add_subcommand(
+      "ui", "print a one-time URL that logs you in to the dashboard (good once, for a minute)");
+  ui->add_flag("--open", ui_flags.open, "also open it in a browser (xdg-open)");
+  ui->add_option("--origin", ui_flags.origin,
+                 "the URL's scheme, host and port, where the server's own are not how your "
+                 "browser reaches it (e.g. http://127.0.0.1:9000 through ssh -L)");
+  add_client_flags(ui, true);
 
   // The daemon.
   tarn::api::ServerFlags server_flags;
@@ -211,7 +221,7 @@ int main(int argc, char** argv) {
   const std::set<std::string> known = {"validate", "explain", "launch", "list",    "status",
                                        "flex",     "stop",    "start",  "destroy", "logs",
                                        "nodes",    "queues",  "events", "server",  "run",
-                                       "whoami",   "token",   "audit"};
+                                       "whoami",   "token",   "audit",  "ui"};
   const std::string first = argc > 1 ? argv[1] : "";
   if (!first.empty() && first[0] != '-' && known.count(first) == 0) {
     std::cerr << "tarn: unknown command \"" << first << "\" (commands: " << kCommands
@@ -249,6 +259,7 @@ int main(int argc, char** argv) {
   if (*token_list) return RunTokenList(client);
   if (*token_revoke) return RunTokenRevoke(token_flags, client);
   if (*audit) return RunAudit(audit_since, audit_limit, client);
+  if (*ui) return RunUi(ui_flags, client);
   if (*server) return tarn::api::RunServerCommand(server_flags);
   if (*run) return tarn::cli::RunForeground(run_flags);
   return 2;

@@ -1,0 +1,143 @@
+// The dashboard in a real browser (Debian's Chromium, driven by playwright-core through
+// executablePath; no browser download), against a real tarn server that tests/ui_test.cc
+// started. Each check prints one line; the exit status is the number of failed checks (0:
+// all held). Screenshots of each page go to OUT.
+//
+//   node web/test/ui_test.mjs URL ALICE_TOKEN BOB_LOGIN_URL ASSEMBLY_FILE OUT
+//
+// BOB_LOGIN_URL is what `tarn ui` printed for a second user: good once.
+import { chromium } from 'playwright-core';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+
+const [url, aliceToken, bobLoginUrl, assemblyFile, out] = process.argv.slice(2);
+const assembly = JSON.parse(readFileSync(assemblyFile, 'utf8'));
+mkdirSync(out, { recursive: true });
+let failed = 0;
+function check(ok, what) {
+  console.log(`${ok ? 'ok' : 'FAILED'}: ${what}`);
+  if (!ok) failed++;
+}
+async function until(what, f, ms = 60000) {
+  const end = Date.now() + ms;
+  for (;;) {
+    try {
+      if (await f()) return true;
+    } catch (e) {
+      // the page is changing under us: ask again
+    }
+    if (Date.now() > end) {
+      check(false, `${what} (not within ${ms / 1000} s)`);
+      return false;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+const executablePath = [process.env.TARN_CHROMIUM, '/usr/bin/chromium-headless-shell',
+  '/usr/bin/chromium'].find((p) => p && existsSync(p));
+const browser = await chromium.launch({
+  executablePath,
+  args: ['--disable-dev-shm-usage', '--disable-gpu', '--no-sandbox'],
+});
+try {
+  const alice = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = await alice.newPage();
+  page.on('dialog', (d) => d.accept()); // the confirmation of destroy
+
+  // Log in with a token.
+  await page.goto(`${url}/ui/`);
+  await page.waitForSelector('#token');
+  await page.screenshot({ path: `${out}/login.png` });
+  await page.fill('#token', aliceToken);
+  await page.click('button[type=submit]');
+  await page.waitForSelector('header .me');
+  const me = await page.textContent('header .me');
+  check(me.includes('(user)'), `logged in: the header says ${me.trim()}`);
+  const cookie = (await alice.cookies()).find((c) => c.name === 'tarn_session');
+  check(cookie && cookie.httpOnly && cookie.sameSite === 'Strict',
+    `the session cookie is HttpOnly and SameSite=Strict: ${JSON.stringify(cookie && {
+      httpOnly: cookie.httpOnly, sameSite: cookie.sameSite })}`);
+  check(await page.evaluate(() => !document.cookie.includes('tarn_session')),
+    'no script can read the session cookie');
+
+  // Launch the sleeper from the page and see it STABLE.
+  await page.setInputFiles('#file', assemblyFile);
+  await page.click('button:text-is("Launch")');
+  const row = `table.assemblies tr:has(a:text-is("${assembly.name}"))`;
+  await until(`${assembly.name} listed STABLE`, async () =>
+    (await page.textContent(row)).includes('STABLE'));
+  await page.screenshot({ path: `${out}/overview.png` });
+
+  // Flex it to 3 from its page and see 3 instances.
+  await page.click(`${row} a`);
+  await page.waitForSelector('table.instances');
+  const component = assembly.components[0].name;
+  await page.fill(`#flex-${component}`, '3');
+  await page.click('text=Flex');
+  await until('3 instances, all READY', async () => {
+    const states = await page.$$eval('table.instances tbody tr td:nth-child(2) .state',
+      (els) => els.map((e) => e.textContent));
+    return states.length === 3 && states.every((s) => s === 'READY');
+  });
+  await page.screenshot({ path: `${out}/assembly.png` });
+
+  // Open an instance's log and see a line appear that it writes after the page opened.
+  await page.click('table.instances tbody tr:first-child a:text-is("log")');
+  await page.waitForSelector('pre.log');
+  const ticks = async () => {
+    const found = [...(await page.textContent('pre.log')).matchAll(/tick (\d+)/g)];
+    return found.length ? Number(found[found.length - 1][1]) : -1;
+  };
+  const opened = await ticks();
+  await until(`a tick after ${opened} appears while the page is open`,
+    async () => (await ticks()) > opened, 30000);
+  // Search in the loaded part.
+  await page.fill('#find', `tick ${opened + 1}`);
+  await until('the search shows the matching line alone', async () =>
+    (await page.textContent('pre.log')).trim() === `tick ${opened + 1}`, 10000);
+  await page.screenshot({ path: `${out}/log.png` });
+
+  // The phone width.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.goto(`${url}/ui/#/`);
+  await page.waitForSelector('table.assemblies');
+  await page.screenshot({ path: `${out}/overview-phone.png`, fullPage: true });
+  await page.setViewportSize({ width: 1280, height: 800 });
+
+  // A second user, logged in by `tarn ui`'s one-time URL, sees none of the first user's
+  // assemblies, even by its address.
+  const bob = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const other = await bob.newPage();
+  await other.goto(bobLoginUrl);
+  await other.waitForSelector('header .me');
+  const bobMe = (await other.textContent('header .me')).trim();
+  check(bobMe.startsWith('bob '), `the one-time URL logged in ${bobMe}`);
+  check(!(await other.evaluate(() => location.search.includes('code'))),
+    'the code left the address bar');
+  // The same URL again, from another browser: refused, saying why.
+  const again = await (await browser.newContext()).newPage();
+  await again.goto(bobLoginUrl);
+  await until('a used login URL is refused, saying so', async () =>
+    (await again.textContent('main')).includes('unknown, used or expired'), 10000);
+  await until("bob's overview lists no assembly", async () =>
+    (await other.textContent('#asm-h + *')).includes('None yet'), 10000);
+  await other.goto(`${url}/ui/#/a/${assembly.name}`);
+  await until(`bob's page of ${assembly.name} says it is not found`, async () =>
+    (await other.textContent('main')).includes('404'), 10000);
+
+  // Destroy from the page (the confirmation accepted), and it is gone.
+  await page.goto(`${url}/ui/#/a/${assembly.name}`);
+  await page.waitForSelector('text=Destroy');
+  await page.click('text=Destroy');
+  await until(`${assembly.name} gone from the overview`, async () =>
+    (await page.$(row)) === null && (await page.$('#asm-h')) !== null);
+
+  // Logging out ends the session: the page shows the login, and the cookie is refused.
+  await page.click('text=Log out');
+  await page.waitForSelector('#token');
+  const after = await page.evaluate(async () => (await fetch('/tarn/v1/whoami')).status);
+  check(after === 401, `after logout the API answers ${after}`);
+} finally {
+  await browser.close();
+}
+process.exit(failed);
