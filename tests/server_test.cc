@@ -281,8 +281,9 @@ TEST_F(ServerTest, AStateDirectoryTheRunAsAccountCannotReachIsRefusedAtLaunch) {
     return why.find("cannot enter") != std::string::npos;
   });
   EXPECT_NE(why.find("state directory " + state_), std::string::npos) << why;
-  EXPECT_NE(why.find("account nobody (uid 65534) cannot enter " + dir_ + " (mode 0700, owner root)"),
-            std::string::npos)
+  EXPECT_NE(
+      why.find("account nobody (uid 65534) cannot enter " + dir_ + " (mode 0700, owner root)"),
+      std::string::npos)
       << why;
   ::chmod(dir_.c_str(), 0711);
 }
@@ -415,6 +416,60 @@ TEST_F(ServerTest, FlexUpAndDown) {
   ASSERT_EQ(q.body[0]["users"].size(), 1u) << q.text;
   EXPECT_EQ(q.body[0]["users"][0]["user"], "alice");
   EXPECT_DOUBLE_EQ(q.body[0]["users"][0]["dominant_share"].get<double>(), 1.0 / 64) << q.text;
+}
+
+// tarn's paging of a service's instances and events (what the dashboard asks for): bounded
+// answers that say how many there are; YARN's plain GET unchanged.
+TEST_F(ServerTest, AServicesInstancesAndEventsPage) {
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("paged", 12)).status, 202);
+  ASSERT_TRUE(WaitState("paged", "STABLE"));
+  Reply whole = Call("GET", "/app/v1/services/paged");
+  ASSERT_EQ(whole.status, 200) << whole.text;
+  EXPECT_EQ(whole.body["components"][0]["containers"].size(), 12u);
+  EXPECT_FALSE(whole.body["components"][0].contains("containers_total"));
+
+  Reply first = Call("GET", "/app/v1/services/paged?containers_limit=5");
+  ASSERT_EQ(first.status, 200) << first.text;
+  const json& c = first.body["components"][0];
+  EXPECT_EQ(c["containers_total"], 12);
+  EXPECT_EQ(c["containers_offset"], 0);
+  ASSERT_EQ(c["containers"].size(), 5u);
+  EXPECT_EQ(c["containers"][0]["component_instance_name"], "sleeper-0");
+  EXPECT_EQ(c["number_of_containers"], 12);
+  EXPECT_EQ(c["ready_containers"], 12);
+
+  Reply last = Call(
+      "GET", "/app/v1/services/paged?containers_limit=5&component=sleeper&containers_offset=10");
+  ASSERT_EQ(last.status, 200) << last.text;
+  ASSERT_EQ(last.body["components"][0]["containers"].size(), 2u);
+  EXPECT_EQ(last.body["components"][0]["containers"][0]["component_instance_name"], "sleeper-10");
+  EXPECT_EQ(last.body["components"][0]["containers_offset"], 10);
+  Reply past = Call(
+      "GET", "/app/v1/services/paged?containers_limit=5&component=sleeper&containers_offset=40");
+  ASSERT_EQ(past.status, 200) << past.text;
+  EXPECT_EQ(past.body["components"][0]["containers"].size(), 0u);
+
+  Reply bad = Call("GET", "/app/v1/services/paged?containers_limit=0");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["diagnostics"], "containers_limit: from 1 to 500, got 0") << bad.text;
+  bad = Call("GET", "/app/v1/services/paged?containers_limit=5&containers_offset=-1");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["diagnostics"], "containers_offset: expected a whole number >= 0, got \"-1\"")
+      << bad.text;
+  bad = Call("GET", "/app/v1/services/paged?containers_limit=5&component=nope");
+  EXPECT_EQ(bad.status, 404);
+  EXPECT_EQ(bad.body["diagnostics"], "component nope not found in paged") << bad.text;
+
+  Reply events = Call("GET", "/tarn/v1/services/paged/events");
+  ASSERT_EQ(events.status, 200);
+  ASSERT_GT(events.body.size(), 5u);
+  Reply newest = Call("GET", "/tarn/v1/services/paged/events?limit=5");
+  ASSERT_EQ(newest.status, 200);
+  ASSERT_EQ(newest.body.size(), 5u);
+  EXPECT_EQ(newest.body[4], events.body.back());
+  EXPECT_EQ(newest.body[0], events.body[events.body.size() - 5]);
+  EXPECT_EQ(Call("GET", "/tarn/v1/services/paged/events?limit=x").status, 400);
 }
 
 TEST_F(ServerTest, StopStartDestroy) {
@@ -604,18 +659,17 @@ TEST_F(ServerTest, UsersAreIsolated) {
 // run and make progress on distinct GPUs. alice's second gang does not fit: it waits, with
 // the reason in its status, and starts once bob's assembly is destroyed.
 TEST_F(ServerTest, TwoUsersShareGpusByQueueAndAThirdGangWaitsForRoom) {
-  WriteConfig({{"nodes", json::array({{{"name", "node-1"},
-                                      {"vcores", 16},
-                                      {"memory_mb", 16384},
-                                      {"gpus", 4}}})},
-               {"queues", json::array({{{"name", "research"},
-                                        {"capacity", 50},
-                                        {"maximum-capacity", 100},
-                                        {"acl_submit_applications", "alice"}},
-                                       {{"name", "prod"},
-                                        {"capacity", 50},
-                                        {"maximum-capacity", 100},
-                                        {"acl_submit_applications", "bob"}}})}});
+  WriteConfig(
+      {{"nodes",
+        json::array({{{"name", "node-1"}, {"vcores", 16}, {"memory_mb", 16384}, {"gpus", 4}}})},
+       {"queues", json::array({{{"name", "research"},
+                                {"capacity", 50},
+                                {"maximum-capacity", 100},
+                                {"acl_submit_applications", "alice"}},
+                               {{"name", "prod"},
+                                {"capacity", 50},
+                                {"maximum-capacity", 100},
+                                {"acl_submit_applications", "bob"}}})}});
   StartServer();
   // Each instance appends a line to its own file in the assembly's shared directory every
   // 0.1 s: "progress" that the test can watch grow.
@@ -628,22 +682,20 @@ TEST_F(ServerTest, TwoUsersShareGpusByQueueAndAThirdGangWaitsForRoom) {
         {"version", "1"},
         {"queue", queue},
         {"components",
-         json::array({{{"name", "ps"},
-                       {"number_of_containers", 1},
-                       {"launch_command", work},
-                       {"resource", {{"cpus", 1}, {"memory", "64"}}},
-                       {"configuration",
-                        {{"properties", {{"tarn.tf.role", "ps"}, {"tarn.ports", "grpc:2222"}}}}}},
-                      {{"name", "worker"},
-                       {"number_of_containers", 2},
-                       {"launch_command", work},
-                       {"resource",
-                        {{"cpus", 1},
-                         {"memory", "64"},
-                         {"additional", {{"yarn.io/gpu", {{"value", 1}}}}}}},
-                       {"configuration",
-                        {{"properties",
-                          {{"tarn.tf.role", "worker"}, {"tarn.ports", "grpc:2222"}}}}}}})}};
+         json::array(
+             {{{"name", "ps"},
+               {"number_of_containers", 1},
+               {"launch_command", work},
+               {"resource", {{"cpus", 1}, {"memory", "64"}}},
+               {"configuration",
+                {{"properties", {{"tarn.tf.role", "ps"}, {"tarn.ports", "grpc:2222"}}}}}},
+              {{"name", "worker"},
+               {"number_of_containers", 2},
+               {"launch_command", work},
+               {"resource",
+                {{"cpus", 1}, {"memory", "64"}, {"additional", {{"yarn.io/gpu", {{"value", 1}}}}}}},
+               {"configuration",
+                {{"properties", {{"tarn.tf.role", "worker"}, {"tarn.ports", "grpc:2222"}}}}}}})}};
   };
   ASSERT_EQ(Call("POST", "/app/v1/services", gang("train", "research"), "alice").status, 202);
   ASSERT_EQ(Call("POST", "/app/v1/services", gang("train", "prod"), "bob").status, 202);
@@ -651,8 +703,7 @@ TEST_F(ServerTest, TwoUsersShareGpusByQueueAndAThirdGangWaitsForRoom) {
   EXPECT_EQ(Call("POST", "/app/v1/services", gang("sneaky", "research"), "bob").status, 403);
   ASSERT_TRUE(WaitState("train", "STABLE", 30s, "alice"));
   ASSERT_TRUE(WaitState("train", "STABLE", 30s, "bob"));
-  auto lines = [&](const std::string& user, const std::string& name,
-                   const std::string& instance) {
+  auto lines = [&](const std::string& user, const std::string& name, const std::string& instance) {
     const std::string text = ReadAll(state_ + "/shared/" + user + "/" + name + "/" + instance);
     return std::count(text.begin(), text.end(), '\n');
   };
@@ -717,7 +768,8 @@ TEST_F(ServerTest, TwoUsersShareGpusByQueueAndAThirdGangWaitsForRoom) {
   // bob's assembly goes: alice's third gang starts in the room it leaves.
   ASSERT_EQ(Call("DELETE", "/app/v1/services/train", json(), "bob").status, 200);
   ASSERT_TRUE(WaitState("more", "STABLE", 30s, "alice"));
-  WaitFor("the third gang to progress", 10s, [&] { return lines("alice", "more", "worker-1") > 2; });
+  WaitFor("the third gang to progress", 10s,
+          [&] { return lines("alice", "more", "worker-1") > 2; });
   EXPECT_GT(lines("alice", "train", "worker-0"), 0);
 }
 
@@ -1336,7 +1388,6 @@ TEST_F(ServerTest, RunInTheForegroundUntilTheAssemblyFinishes) {
   EXPECT_TRUE(LiveInstances(run_state).empty());
 }
 
-
 // ---- The API's HTTP server: slow clients, large bodies, many clients, snapshot reads ----
 
 TEST_F(ServerTest, HalfOpenConnectionsLeaveTheApiAnsweringAndCloseAtTheHeaderDeadline) {
@@ -1349,8 +1400,9 @@ TEST_F(ServerTest, HalfOpenConnectionsLeaveTheApiAnsweringAndCloseAtTheHeaderDea
   for (int i = 0; i < 200; ++i) {
     slow.push_back(std::make_unique<tarn::http::testing::RawClient>(server_->port()));
     ASSERT_TRUE(slow.back()->connected()) << i;
-    ASSERT_TRUE(slow.back()->Send("GET /app/v1/services/calm HTTP/1.1\r\n"
-                                  "Host: x\r\n"));
+    ASSERT_TRUE(
+        slow.back()->Send("GET /app/v1/services/calm HTTP/1.1\r\n"
+                          "Host: x\r\n"));
   }
   const auto t0 = std::chrono::steady_clock::now();
   Reply status = Call("GET", "/app/v1/services/calm");
@@ -1375,8 +1427,8 @@ TEST_F(ServerTest, ABodyOverTheLimitGets413ThatTheStillSendingClientReads) {
   const std::string token = server_->Token("alice");
   tarn::http::testing::RawClient c(server_->port());
   const std::string body(8u << 20, ' ');
-  ASSERT_TRUE(c.Send("POST /app/v1/services HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
-                     token + "\r\nContent-Type: application/json\r\nContent-Length: " +
+  ASSERT_TRUE(c.Send("POST /app/v1/services HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token +
+                     "\r\nContent-Type: application/json\r\nContent-Length: " +
                      std::to_string(body.size()) + "\r\n\r\n"));
   EXPECT_TRUE(c.Send(body)) << "reset while sending the body: the answer is lost";
   ::shutdown(c.fd(), SHUT_WR);
@@ -1484,15 +1536,16 @@ TEST_F(ServerTest, ReadsDuringABurstOfFlexesShowOnlyCommittedCounts) {
                     " was acknowledged");
         }
         if (n > ceiling) violation("read " + std::to_string(n) + ", never written");
-        if (n < last) violation("went back from " + std::to_string(last) + " to " + std::to_string(n));
+        if (n < last)
+          violation("went back from " + std::to_string(last) + " to " + std::to_string(n));
         last = n;
       }
     });
   }
   for (int n = 2; n <= kFlexes; ++n) {
     in_flight = n;
-    Reply r = Call("PUT", "/app/v1/services/burst/components/sleeper",
-                   {{"number_of_containers", n}});
+    Reply r =
+        Call("PUT", "/app/v1/services/burst/components/sleeper", {{"number_of_containers", n}});
     ASSERT_EQ(r.status, 200) << r.text;
     acknowledged = n;
     // Read-your-write from the writer itself.

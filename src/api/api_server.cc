@@ -24,6 +24,9 @@
 namespace tarn::api {
 namespace {
 
+// The most instances of a component one GET of a service lists when it is paged.
+constexpr int64_t kMaxContainersPage = 500;
+
 using json = nlohmann::json;
 
 ApiRequest ParseRequest(http::Request&& r) {
@@ -287,8 +290,8 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
       memo = std::static_pointer_cast<auth::Authenticator::Remembered>(*memo_slot);
     }
     StatusOr<std::shared_ptr<const auth::Caller>> who =
-        options_.authenticator->AuthenticateRemembered(credentials,
-                                                       memo_slot ? &memo : nullptr, &failure);
+        options_.authenticator->AuthenticateRemembered(credentials, memo_slot ? &memo : nullptr,
+                                                       &failure);
     if (memo_slot != nullptr) *memo_slot = std::move(memo);
     if (!who.ok()) {
       ApiResponse res;
@@ -320,10 +323,9 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
   boost::asio::post(pool_->pool, std::move(run));
 }
 
-void ApiServer::Audit(const std::string& method, const std::string& path,
-                      const std::string& source, const auth::Caller* caller,
-                      auth::AuthFailure failure, int status, const std::string& object,
-                      const std::string& denied) {
+void ApiServer::Audit(const std::string& method, const std::string& path, const std::string& source,
+                      const auth::Caller* caller, auth::AuthFailure failure, int status,
+                      const std::string& object, const std::string& denied) {
   if (options_.audit == nullptr) return;
   // State-changing requests, denied ones, and whatever an admin does acting as someone else.
   const bool reads = method == "GET" || method == "HEAD";
@@ -396,9 +398,10 @@ std::string ApiServer::Metrics() const {
     out += "# TYPE tarn_http_open_connections gauge\ntarn_http_open_connections " +
            std::to_string(open) + "\n";
     out += "# HELP tarn_http_refused_connections_total Connections refused at the cap.\n";
-    out += "# TYPE tarn_http_refused_connections_total counter\n"
-           "tarn_http_refused_connections_total " +
-           std::to_string(refused) + "\n";
+    out +=
+        "# TYPE tarn_http_refused_connections_total counter\n"
+        "tarn_http_refused_connections_total " +
+        std::to_string(refused) + "\n";
   }
   std::map<std::string, int64_t> assemblies, instances;
   int64_t restarts = 0;
@@ -442,9 +445,8 @@ void ApiServer::Register() {
   const Clock& clock = *options_.clock;
   const std::string domain = options_.domain;
 
-  h.OpenGet("/healthz", [](const ApiRequest&, ApiResponse& res) {
-    res.set_content("ok\n", "text/plain");
-  });
+  h.OpenGet("/healthz",
+            [](const ApiRequest&, ApiResponse& res) { res.set_content("ok\n", "text/plain"); });
   h.OpenGet("/metrics", [this](const ApiRequest&, ApiResponse& res) {
     res.set_content(Metrics(), "text/plain; version=0.0.4");
   });
@@ -520,58 +522,94 @@ void ApiServer::Register() {
     const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
     const AssemblyView* view = snapshot->Find(user, name);
     if (view == nullptr) return Error(res, service::AssemblyNotFoundError(name));
-    res.set_content(*view->Json(clock.WallMillis()), "application/json");
+    if (!req.has_param("containers_limit") && !req.has_param("containers_offset")) {
+      res.set_content(*view->Json(clock.WallMillis()), "application/json");
+      return;
+    }
+    // tarn's paging of the instances (YARN's clients send none of these): each component's
+    // first containers_limit instances, or, for ?component=C, C's from containers_offset;
+    // containers_total says how many there are.
+    int64_t offset = 0, limit = 0;
+    if (!QueryNumber(req, res, "containers_offset", 0, &offset) ||
+        !QueryNumber(req, res, "containers_limit", kMaxContainersPage, &limit)) {
+      return;
+    }
+    if (limit < 1 || limit > kMaxContainersPage) {
+      return Error(res, 400,
+                   "containers_limit: from 1 to " + std::to_string(kMaxContainersPage) + ", got " +
+                       std::to_string(limit));
+    }
+    const std::string paged = req.get_param_value("component");
+    service::AssemblyStatus status = view->Status(clock.WallMillis());
+    if (!paged.empty() && std::none_of(status.components.begin(), status.components.end(),
+                                       [&](const auto& c) { return c.name == paged; })) {
+      return Error(res, 404, "component " + paged + " not found in " + name);
+    }
+    std::vector<std::pair<size_t, int64_t>> pages;  // each component's total and offset
+    for (service::ComponentStatus& c : status.components) {
+      const int64_t from = c.name == paged ? offset : 0;
+      const size_t total = c.instances.size();
+      const size_t first = std::min(total, static_cast<size_t>(from));
+      const size_t last = std::min(total, first + static_cast<size_t>(limit));
+      c.instances = std::vector<service::InstanceStatus>(c.instances.begin() + first,
+                                                         c.instances.begin() + last);
+      pages.emplace_back(total, from);
+    }
+    json out = ServiceJson(status);
+    for (size_t i = 0; i < pages.size() && i < out["components"].size(); ++i) {
+      out["components"][i]["containers_total"] = pages[i].first;
+      out["components"][i]["containers_offset"] = pages[i].second;
+    }
+    Reply(res, 200, out);
   });
 
-  h.Put(
-      R"(/app/v1/services/([^/]+))", [&loop](const ApiRequest& req, ApiResponse& res) {
-        std::string user;
-        const std::string name = req.matches[1];
-        if (!Addressed(req, res, loop, name, &user)) return;
-        json body;
-        if (!ParseBody(req, res, &body)) return;
-        if (!OnlyFields(body, {"state", "lifetime", "name"}, res)) return;
-        if (body.contains("name") && body["name"] != name) {
-          return Error(res, 400,
-                       "name: the body names " + body["name"].dump() + " but the path names \"" +
-                           name + "\"");
-        }
-        std::string diagnostics;
-        Status st;
-        if (body.contains("state")) {
-          if (body.contains("lifetime")) {
-            return Error(res, 400, "request body: give either state or lifetime, not both");
-          }
-          const json& s = body["state"];
-          if (!s.is_string() || (s != "STOPPED" && s != "STARTED")) {
-            return Error(res, 400, "state: expected \"STOPPED\" or \"STARTED\", got " + s.dump());
-          }
-          bool stop = s == "STOPPED";
-          if (!loop.Call([&](service::Manager& m) {
-                st = stop ? m.Stop(user, name) : m.Start(user, name);
-              })) {
-            return Error(res, 503, "tarn server is shutting down");
-          }
-          diagnostics = "Service " + name + " is successfully " + (stop ? "stopped." : "started.");
-        } else if (body.contains("lifetime")) {
-          const json& l = body["lifetime"];
-          if (!l.is_number_integer()) {
-            return Error(res, 400, "lifetime: expected whole seconds (or -1), got " + l.dump());
-          }
-          int64_t seconds = l.get<int64_t>();
-          if (!loop.Call([&](service::Manager& m) { st = m.SetLifetime(user, name, seconds); })) {
-            return Error(res, 503, "tarn server is shutting down");
-          }
-          diagnostics = "Service " + name + "'s lifetime is " +
-                        (seconds < 0 ? "unlimited" : std::to_string(seconds) + " s from now");
-        } else {
-          return Error(res, 400,
-                       "request body: expected {\"state\": \"STOPPED\"|\"STARTED\"} or "
-                       "{\"lifetime\": SECONDS}");
-        }
-        if (!st.ok()) return Error(res, st);
-        Reply(res, 200, json{{"diagnostics", diagnostics}});
-      });
+  h.Put(R"(/app/v1/services/([^/]+))", [&loop](const ApiRequest& req, ApiResponse& res) {
+    std::string user;
+    const std::string name = req.matches[1];
+    if (!Addressed(req, res, loop, name, &user)) return;
+    json body;
+    if (!ParseBody(req, res, &body)) return;
+    if (!OnlyFields(body, {"state", "lifetime", "name"}, res)) return;
+    if (body.contains("name") && body["name"] != name) {
+      return Error(
+          res, 400,
+          "name: the body names " + body["name"].dump() + " but the path names \"" + name + "\"");
+    }
+    std::string diagnostics;
+    Status st;
+    if (body.contains("state")) {
+      if (body.contains("lifetime")) {
+        return Error(res, 400, "request body: give either state or lifetime, not both");
+      }
+      const json& s = body["state"];
+      if (!s.is_string() || (s != "STOPPED" && s != "STARTED")) {
+        return Error(res, 400, "state: expected \"STOPPED\" or \"STARTED\", got " + s.dump());
+      }
+      bool stop = s == "STOPPED";
+      if (!loop.Call(
+              [&](service::Manager& m) { st = stop ? m.Stop(user, name) : m.Start(user, name); })) {
+        return Error(res, 503, "tarn server is shutting down");
+      }
+      diagnostics = "Service " + name + " is successfully " + (stop ? "stopped." : "started.");
+    } else if (body.contains("lifetime")) {
+      const json& l = body["lifetime"];
+      if (!l.is_number_integer()) {
+        return Error(res, 400, "lifetime: expected whole seconds (or -1), got " + l.dump());
+      }
+      int64_t seconds = l.get<int64_t>();
+      if (!loop.Call([&](service::Manager& m) { st = m.SetLifetime(user, name, seconds); })) {
+        return Error(res, 503, "tarn server is shutting down");
+      }
+      diagnostics = "Service " + name + "'s lifetime is " +
+                    (seconds < 0 ? "unlimited" : std::to_string(seconds) + " s from now");
+    } else {
+      return Error(res, 400,
+                   "request body: expected {\"state\": \"STOPPED\"|\"STARTED\"} or "
+                   "{\"lifetime\": SECONDS}");
+    }
+    if (!st.ok()) return Error(res, st);
+    Reply(res, 200, json{{"diagnostics", diagnostics}});
+  });
 
   h.Put(R"(/app/v1/services/([^/]+)/components/([^/]+))", [&loop](const ApiRequest& req,
                                                                   ApiResponse& res) {
@@ -606,18 +644,17 @@ void ApiServer::Register() {
                                    std::to_string(n.get<int64_t>())}});
   });
 
-  h.Delete(R"(/app/v1/services/([^/]+))",
-           [&loop](const ApiRequest& req, ApiResponse& res) {
-             std::string user;
-             const std::string name = req.matches[1];
-             if (!Addressed(req, res, loop, name, &user)) return;
-             Status st;
-             if (!loop.Call([&](service::Manager& m) { st = m.Destroy(user, name); })) {
-               return Error(res, 503, "tarn server is shutting down");
-             }
-             if (!st.ok()) return Error(res, st);
-             Reply(res, 200, json{{"diagnostics", "Successfully destroyed service " + name}});
-           });
+  h.Delete(R"(/app/v1/services/([^/]+))", [&loop](const ApiRequest& req, ApiResponse& res) {
+    std::string user;
+    const std::string name = req.matches[1];
+    if (!Addressed(req, res, loop, name, &user)) return;
+    Status st;
+    if (!loop.Call([&](service::Manager& m) { st = m.Destroy(user, name); })) {
+      return Error(res, 503, "tarn server is shutting down");
+    }
+    if (!st.ok()) return Error(res, st);
+    Reply(res, 200, json{{"diagnostics", "Successfully destroyed service " + name}});
+  });
 
   h.Get("/tarn/v1/nodes", [&loop](const ApiRequest&, ApiResponse& res) {
     Reply(res, 200, NodesJson(loop.Snapshot()->nodes));
@@ -634,65 +671,71 @@ void ApiServer::Register() {
     const std::shared_ptr<const StateSnapshot> snapshot = loop.Snapshot();
     const AssemblyView* view = snapshot->Find(user, name);
     if (view == nullptr) return Error(res, service::AssemblyNotFoundError(name));
-    Reply(res, 200, EventsJson(*view->events()));
+    // ?limit=N: the newest N alone (oldest first, as always).
+    int64_t limit = 0;
+    if (!QueryNumber(req, res, "limit", 0, &limit)) return;
+    const std::vector<service::Event>& events = *view->events();
+    if (limit == 0 || static_cast<size_t>(limit) >= events.size()) {
+      return Reply(res, 200, EventsJson(events));
+    }
+    Reply(res, 200, EventsJson(std::vector<service::Event>(events.end() - limit, events.end())));
   });
 
-  h.Get(
-      R"(/tarn/v1/services/([^/]+)/instances/([^/]+)/logs)",
-      [&loop](const ApiRequest& req, ApiResponse& res) {
-        std::string user;
-        const std::string name = req.matches[1];
-        const std::string instance = req.matches[2];
-        if (!Addressed(req, res, loop, name, &user)) return;
-        std::string stream = req.has_param("stream") ? req.get_param_value("stream") : "stdout";
-        if (stream != "stdout" && stream != "stderr") {
-          return Error(res, 400, "stream: expected stdout or stderr, got \"" + stream + "\"");
-        }
-        bool follow = req.has_param("follow") && req.get_param_value("follow") != "false" &&
-                      req.get_param_value("follow") != "0";
-        int64_t tail = -1;
-        if (req.has_param("tail")) {
-          auto t = ParseInt64(req.get_param_value("tail"));
-          if (!t || *t < 0) {
-            return Error(
-                res, 400,
-                "tail: expected a number of bytes, got \"" + req.get_param_value("tail") + "\"");
+  h.Get(R"(/tarn/v1/services/([^/]+)/instances/([^/]+)/logs)",
+        [&loop](const ApiRequest& req, ApiResponse& res) {
+          std::string user;
+          const std::string name = req.matches[1];
+          const std::string instance = req.matches[2];
+          if (!Addressed(req, res, loop, name, &user)) return;
+          std::string stream = req.has_param("stream") ? req.get_param_value("stream") : "stdout";
+          if (stream != "stdout" && stream != "stderr") {
+            return Error(res, 400, "stream: expected stdout or stderr, got \"" + stream + "\"");
           }
-          tail = *t;
-        }
-        Status st;
-        std::string path, container;
-        if (!loop.Call([&](service::Manager& m) {
-              auto ref = m.FindInstance(user, name, instance);
-              if (!ref.ok()) {
-                st = ref.status();
-                return;
-              }
-              path = m.backend().LogFile(*ref, stream == "stderr");
-              container = m.InstanceContainer(user, name, instance);
-            })) {
-          return Error(res, 503, "tarn server is shutting down");
-        }
-        if (!st.ok()) return Error(res, st);
-        if (path.empty()) {
-          return Error(res, 404, "instance " + instance + " has no " + stream + " log yet");
-        }
-        int64_t offset = 0;
-        struct stat sb {};
-        if (::lstat(path.c_str(), &sb) == 0 && tail >= 0 && sb.st_size > tail) {
-          offset = sb.st_size - tail;
-        }
-        res.content_type = "text/plain";
-        res.stream = std::make_shared<LogStream>(loop, path, offset, follow, user, name, instance,
-                                                 container);
-      },
-      Routes::Runs::kPool);
+          bool follow = req.has_param("follow") && req.get_param_value("follow") != "false" &&
+                        req.get_param_value("follow") != "0";
+          int64_t tail = -1;
+          if (req.has_param("tail")) {
+            auto t = ParseInt64(req.get_param_value("tail"));
+            if (!t || *t < 0) {
+              return Error(
+                  res, 400,
+                  "tail: expected a number of bytes, got \"" + req.get_param_value("tail") + "\"");
+            }
+            tail = *t;
+          }
+          Status st;
+          std::string path, container;
+          if (!loop.Call([&](service::Manager& m) {
+                auto ref = m.FindInstance(user, name, instance);
+                if (!ref.ok()) {
+                  st = ref.status();
+                  return;
+                }
+                path = m.backend().LogFile(*ref, stream == "stderr");
+                container = m.InstanceContainer(user, name, instance);
+              })) {
+            return Error(res, 503, "tarn server is shutting down");
+          }
+          if (!st.ok()) return Error(res, st);
+          if (path.empty()) {
+            return Error(res, 404, "instance " + instance + " has no " + stream + " log yet");
+          }
+          int64_t offset = 0;
+          struct stat sb {};
+          if (::lstat(path.c_str(), &sb) == 0 && tail >= 0 && sb.st_size > tail) {
+            offset = sb.st_size - tail;
+          }
+          res.content_type = "text/plain";
+          res.stream = std::make_shared<LogStream>(loop, path, offset, follow, user, name, instance,
+                                                   container);
+        },
+        Routes::Runs::kPool);
 
   RegisterIdentityRoutes(h, options_.auth_store, options_.audit, options_.clock);
   RegisterMetricsRoutes(h, loop, options_.collector);
-  RegisterSessionRoutes(h, SessionOptions{options_.authenticator, options_.auth_store,
-                                          options_.login_codes, options_.clock,
-                                          options_.session_ttl_ms, options_.ui_origin});
+  RegisterSessionRoutes(
+      h, SessionOptions{options_.authenticator, options_.auth_store, options_.login_codes,
+                        options_.clock, options_.session_ttl_ms, options_.ui_origin});
 }
 
 }  // namespace tarn::api

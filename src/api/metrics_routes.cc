@@ -32,40 +32,26 @@ std::set<std::string> CommaList(const std::string& text) {
   return out;
 }
 
-// A non-negative whole number from the query, or `dflt`; false (answered 400) when it is
-// something else.
-bool Number(const ApiRequest& req, ApiResponse& res, const char* key, int64_t dflt,
-            int64_t* out) {
-  *out = dflt;
-  if (!req.has_param(key)) return true;
-  auto v = ParseInt64(req.get_param_value(key));
-  if (!v || *v < 0) {
-    Error(res, 400,
-          std::string(key) + ": expected a whole number >= 0, got \"" +
-              req.get_param_value(key) + "\"");
-    return false;
-  }
-  *out = *v;
-  return true;
-}
-
 }  // namespace
 
 void RegisterMetricsRoutes(Router& h, const ServiceLoop& loop,
                            const metrics::Collector* collector) {
   h.Get(R"(/tarn/v1/services/([^/]+)/metrics)", [&loop, collector](const ApiRequest& req,
-                                                                     ApiResponse& res) {
+                                                                   ApiResponse& res) {
     std::string user;
     const std::string name = req.matches[1];
     if (!Addressed(req, res, loop, name, &user)) return;
     int64_t since = 0, offset = 0, limit = 20, max_points = 0;
-    if (!Number(req, res, "since", 0, &since) || !Number(req, res, "offset", 0, &offset) ||
-        !Number(req, res, "limit", 20, &limit) || !Number(req, res, "max_points", 0, &max_points)) {
+    if (!QueryNumber(req, res, "since", 0, &since) ||
+        !QueryNumber(req, res, "offset", 0, &offset) ||
+        !QueryNumber(req, res, "limit", 20, &limit) ||
+        !QueryNumber(req, res, "max_points", 0, &max_points)) {
       return;
     }
     if (limit < 1 || limit > kMaxLimit) {
-      return Error(res, 400, "limit: from 1 to " + std::to_string(kMaxLimit) + ", got " +
-                                 std::to_string(limit));
+      return Error(
+          res, 400,
+          "limit: from 1 to " + std::to_string(kMaxLimit) + ", got " + std::to_string(limit));
     }
     const std::set<std::string> names = CommaList(req.get_param_value("series"));
     if (names.size() > kMaxSeriesNames) {
@@ -84,7 +70,9 @@ void RegisterMetricsRoutes(Router& h, const ServiceLoop& loop,
         if (only.empty() || only.count(i.name)) chosen.push_back(&i);
       }
     }
-    json out = {{"total", chosen.size()}, {"offset", offset}, {"limit", limit},
+    json out = {{"total", chosen.size()},
+                {"offset", offset},
+                {"limit", limit},
                 {"instances", json::array()}};
     if (collector == nullptr) {
       out["scrape_interval_ms"] = 0;
@@ -102,9 +90,10 @@ void RegisterMetricsRoutes(Router& h, const ServiceLoop& loop,
     for (size_t n = first; n < last; ++n) {
       series += store.Query(key(*chosen[n]), names, since, 0, false).series.size();
     }
-    size_t per_series = max_points > 0 ? static_cast<size_t>(max_points)
-                                       : store.options().points_per_series;
-    per_series = std::min(per_series, std::max<size_t>(2, kPointBudget / std::max<size_t>(series, 1)));
+    size_t per_series =
+        max_points > 0 ? static_cast<size_t>(max_points) : store.options().points_per_series;
+    per_series =
+        std::min(per_series, std::max<size_t>(2, kPointBudget / std::max<size_t>(series, 1)));
     out["max_points"] = per_series;
     for (size_t n = first; n < last; ++n) {
       const service::InstanceStatus& i = *chosen[n];
@@ -123,7 +112,8 @@ void RegisterMetricsRoutes(Router& h, const ServiceLoop& loop,
         for (const auto& [k, v] : s.label_pairs) labels[k] = v;
         json points = json::array();
         for (const metrics::Point& p : s.points) points.push_back({p.t_ms, p.v});
-        list.push_back({{"name", s.name}, {"labels", labels}, {"type", s.type}, {"points", points}});
+        list.push_back(
+            {{"name", s.name}, {"labels", labels}, {"type", s.type}, {"points", points}});
       }
       one["series"] = std::move(list);
       out["instances"].push_back(std::move(one));

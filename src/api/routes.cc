@@ -3,6 +3,7 @@
 #include "api/access.h"
 #include "api/service_loop.h"
 #include "api/state_snapshot.h"
+#include "common/number.h"
 
 namespace tarn::api {
 
@@ -118,6 +119,21 @@ std::string CookieValue(std::string_view header, std::string_view name) {
     }
   }
   return "";
+}
+
+bool QueryNumber(const ApiRequest& req, ApiResponse& res, const char* key, int64_t dflt,
+                 int64_t* out) {
+  *out = dflt;
+  if (!req.has_param(key)) return true;
+  auto v = ParseInt64(req.get_param_value(key));
+  if (!v || *v < 0) {
+    Error(res, 400,
+          std::string(key) + ": expected a whole number >= 0, got \"" + req.get_param_value(key) +
+              "\"");
+    return false;
+  }
+  *out = *v;
+  return true;
 }
 
 }  // namespace tarn::api

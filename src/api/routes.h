@@ -205,6 +205,11 @@ struct Router {
 // /tarn/v1/tokens/NAME, GET /tarn/v1/audit (identity_routes.cc).
 void RegisterIdentityRoutes(Router& h, auth::AuthStore* tokens, auth::AuditLog* audit,
                             const Clock* wall);
+// Query parameter `key` as a whole number >= 0, or `dflt` when absent; false (answered 400,
+// naming it) when it is something else.
+bool QueryNumber(const ApiRequest& req, ApiResponse& res, const char* key, int64_t dflt,
+                 int64_t* out);
+
 // The dashboard's session cookie, and the value of cookie `name` in a Cookie header ("" when
 // absent).
 inline constexpr char kSessionCookie[] = "tarn_session";

@@ -6,9 +6,13 @@ import { h, render } from 'preact';
 import { useCallback, useEffect, useRef, useState } from 'preact/hooks';
 import htm from 'htm';
 import { api, ApiError, enc, followLog, onUnauthorized } from './api.js';
+import { Metrics } from './metrics.js';
 
 const html = htm.bind(h);
 const POLL_MS = 2000;
+const ASSEMBLY_POLL_MS = 1000; // an assembly's page: a change shows within a second
+const INSTANCES_PAGE = 50; // instances of a component a page lists
+const EVENTS_SHOWN = 50; // the newest events of an assembly a page lists
 
 // ---- small helpers ------------------------------------------------------------------
 
@@ -38,8 +42,8 @@ function stateClass(s) {
 
 const State = ({ s }) => html`<span class=${`state ${stateClass(s)}`}>${s}</span>`;
 
-// Polls `load` every POLL_MS while mounted; returns [data, error, reload].
-function usePoll(load, deps) {
+// Polls `load` every `every` ms while mounted; returns [data, error, reload].
+function usePoll(load, deps, every = POLL_MS) {
   const [data, setData] = useState(null);
   const [error, setError] = useState(null);
   const tick = useRef(0);
@@ -57,12 +61,12 @@ function usePoll(load, deps) {
   }, deps);
   useEffect(() => {
     run();
-    const t = setInterval(run, POLL_MS);
+    const t = setInterval(run, every);
     return () => {
       clearInterval(t);
       tick.current++;
     };
-  }, [run]);
+  }, [run, every]);
   return [data, error, run];
 }
 
@@ -221,8 +225,12 @@ function Flex({ name, component, now }) {
 }
 
 function Assembly({ name }) {
-  const [a, error] = usePoll(() => api('GET', `/app/v1/services/${enc(name)}`), [name]);
-  const [events] = usePoll(() => api('GET', `/tarn/v1/services/${enc(name)}/events`), [name]);
+  // One component's instances are paged at a time; the others show their first page.
+  const [page, setPage] = useState({ component: '', offset: 0 });
+  const [a, error] = usePoll(() => api('GET', `/app/v1/services/${enc(name)}?containers_limit=${
+    INSTANCES_PAGE}${page.component ? `&component=${enc(page.component)}&containers_offset=${page.offset}` : ''}`),
+  [name, page.component, page.offset], ASSEMBLY_POLL_MS);
+  const [events] = usePoll(() => api('GET', `/tarn/v1/services/${enc(name)}/events?limit=${EVENTS_SHOWN}`), [name]);
   const [actionError, setActionError] = useState(null);
   const act = async (method, body, question) => {
     if (question && !confirm(question)) return;
@@ -274,13 +282,28 @@ function Assembly({ name }) {
           <td class="why">${i.last_exit}</td>
           <td><a href=${`#/a/${enc(a.name)}/logs/${enc(i.component_instance_name)}`}>log</a></td>
         </tr>`)}</tbody></table></div>
+      <${Pager} c=${c} onPage=${(offset) => setPage({ component: c.name, offset })} />
     </section>`)}
+    <${Metrics} name=${a.name} />
     <section class="card">
       <h3>Events</h3>
-      <ol class="events">${(events || []).slice(-50).reverse().map((e, k) => html`<li key=${k}>
+      <ol class="events">${(events || []).slice().reverse().map((e, k) => html`<li key=${k}>
         <time>${when(e.time)}</time> <b>${e.type}</b> ${e.instance || e.component} ${e.message}</li>`)}</ol>
     </section>
   </main>`;
+}
+
+// Which instances of a component the page lists, and buttons to the pages before and after.
+function Pager({ c, onPage }) {
+  const total = c.containers_total === undefined ? (c.containers || []).length : c.containers_total;
+  if (total <= INSTANCES_PAGE) return null;
+  const from = c.containers_offset || 0;
+  const shown = (c.containers || []).length;
+  return html`<div class="pager" role="navigation" aria-label=${`${c.name} instances`}>
+    <span class="facts">instances ${from + 1}–${from + shown} of ${total}</span>
+    <button disabled=${from === 0} onClick=${() => onPage(Math.max(0, from - INSTANCES_PAGE))}>Previous</button>
+    <button disabled=${from + shown >= total} onClick=${() => onPage(from + INSTANCES_PAGE)}>Next</button>
+  </div>`;
 }
 
 // ---- a log --------------------------------------------------------------------------

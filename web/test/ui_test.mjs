@@ -3,14 +3,21 @@
 // started. Each check prints one line; the exit status is the number of failed checks (0:
 // all held). Screenshots of each page go to OUT.
 //
-//   node web/test/ui_test.mjs URL ALICE_TOKEN BOB_LOGIN_URL ASSEMBLY_FILE OUT
+//   node web/test/ui_test.mjs URL ALICE_TOKEN BOB_LOGIN_URL ASSEMBLY_FILE FMNIST_FILE MANY_FILE OUT
 //
-// BOB_LOGIN_URL is what `tarn ui` printed for a second user: good once.
+// BOB_LOGIN_URL is what `tarn ui` printed for a second user: good once. ASSEMBLY_FILE
+// is a sleeper whose instances print a line every half second; FMNIST_FILE a Fashion-MNIST
+// assembly whose component "trainer" exports a version every few seconds to "serving";
+// MANY_FILE an assembly of 1,000 instances.
 import { chromium } from 'playwright-core';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 
-const [url, aliceToken, bobLoginUrl, assemblyFile, out] = process.argv.slice(2);
+const [url, aliceToken, bobLoginUrl, assemblyFile, fmnistFile, manyFile, out] =
+  process.argv.slice(2);
+const many = JSON.parse(readFileSync(manyFile, 'utf8'));
+const MAX_ANSWER = 128 * 1024; // bytes: the bound on any answer behind the page
 const assembly = JSON.parse(readFileSync(assemblyFile, 'utf8'));
+const fmnist = JSON.parse(readFileSync(fmnistFile, 'utf8'));
 mkdirSync(out, { recursive: true });
 let failed = 0;
 function check(ok, what) {
@@ -59,6 +66,12 @@ try {
       httpOnly: cookie.httpOnly, sameSite: cookie.sameSite })}`);
   check(await page.evaluate(() => !document.cookie.includes('tarn_session')),
     'no script can read the session cookie');
+
+  // Fashion-MNIST first, so that it trains while the sleeper is looked at.
+  await page.setInputFiles('#file', fmnistFile);
+  await page.click('button:text-is("Launch")');
+  await until(`${fmnist.name} listed`, async () =>
+    (await page.$(`table.assemblies a:text-is("${fmnist.name}")`)) !== null);
 
   // Launch the sleeper from the page and see it STABLE.
   await page.setInputFiles('#file', assemblyFile);
@@ -124,6 +137,77 @@ try {
   await other.goto(`${url}/ui/#/a/${assembly.name}`);
   await until(`bob's page of ${assembly.name} says it is not found`, async () =>
     (await other.textContent('main')).includes('404'), 10000);
+
+  // Fashion-MNIST: the training curves gain points while the page is open, versions appear
+  // on the timeline, and the serving replicas switch from one version to a newer one.
+  await page.goto(`${url}/ui/#/a/${fmnist.name}`);
+  const plotted = async (id) => Number((await page.getAttribute(id, 'data-points')) || 0);
+  await until('the loss curve has points', async () => (await plotted('#chart-loss')) > 0, 120000);
+  const first = await plotted('#chart-loss');
+  await until(`the loss curve gains points after ${first}`,
+    async () => (await plotted('#chart-loss')) > first, 30000);
+  check((await plotted('#chart-accuracy')) > 0, 'the test accuracy curve has points');
+  check((await plotted('#chart-samples')) > 0, 'the samples/s curve has points');
+  const versions = () => page.$$eval('table.versions', (tables) => {
+    const t = tables[0];
+    const replicas = t.querySelectorAll('thead th').length - 3;
+    return { replicas, rows: [...t.querySelectorAll('tbody tr')].map((tr) => ({
+      version: Number(tr.dataset.version),
+      accuracy: tr.children[2].textContent,
+      served: tr.querySelectorAll('td.served').length })) };
+  });
+  let seen = null;
+  await until('the replicas switch to a newer version, all of them', async () => {
+    const v = await versions();
+    const served = v.rows.filter((r) => r.served > 0).sort((a, b) => a.version - b.version);
+    seen = v;
+    return v.replicas === fmnist.components[1].number_of_containers && served.length >= 2 &&
+      served[served.length - 1].served === v.replicas;
+  }, 120000);
+  const exported = seen && seen.rows.find((r) => r.accuracy !== '–');
+  check(exported && Number(exported.accuracy) > 0.5,
+    `an exported version has its accuracy on the timeline: ${exported && JSON.stringify(exported)}`);
+  check((await plotted('#chart-versions')) > 0, 'the version chart has points');
+  check((await plotted('#chart-rps')) > 0, 'the requests/s chart has points');
+  await page.screenshot({ path: `${out}/training.png`, fullPage: true });
+  await page.locator('#versions').screenshot({ path: `${out}/serving.png` });
+
+  // 1,000 instances: every answer behind the page stays bounded, and the instances page.
+  const answers = [];
+  const sized = (r) => {
+    if (!r.url().includes('/app/v1/') && !r.url().includes('/tarn/v1/')) return;
+    if (r.url().includes('/logs')) return; // a followed log is a stream, bounded by its tail
+    answers.push(r.body().then((b) => ({ url: r.url(), bytes: b.length })).catch(() => null));
+  };
+  await page.goto(`${url}/ui/#/`);
+  await page.setInputFiles('#file', manyFile);
+  await page.click('button:text-is("Launch")');
+  await until(`${many.name} listed`, async () =>
+    (await page.$(`table.assemblies a:text-is("${many.name}")`)) !== null);
+  page.on('response', sized);
+  await page.goto(`${url}/ui/#/a/${many.name}`);
+  const pager = '.pager .facts';
+  await until('the first 50 of 1000 instances listed', async () =>
+    (await page.textContent(pager)).includes('instances 1–50 of 1000') &&
+    (await page.$$('table.instances tbody tr')).length === 50, 60000);
+  await page.click('.pager button:text-is("Next")');
+  await until('the next page lists instances 51-100', async () =>
+    (await page.textContent(pager)).includes('instances 51–100 of 1000') &&
+    (await page.textContent('table.instances tbody tr:first-child td')) === 'many-50', 30000);
+  await new Promise((r) => setTimeout(r, 6000)); // a few rounds of polling, metrics too
+  await page.screenshot({ path: `${out}/many.png` });
+  page.off('response', sized);
+  const got = (await Promise.all(answers)).filter(Boolean);
+  const biggest = got.reduce((m, a) => (a.bytes > m.bytes ? a : m), { bytes: 0 });
+  check(got.length >= 5 && biggest.bytes <= MAX_ANSWER,
+    `${got.length} answers behind the 1,000-instance page, the biggest ${biggest.bytes} B (${
+      biggest.url}), bound ${MAX_ANSWER}`);
+  const unpaged = await page.evaluate(async (n) =>
+    (await (await fetch(`/app/v1/services/${n}`)).text()).length, many.name);
+  console.log(`info: the same assembly unpaged (YARN's GET, which the page never asks for): ${unpaged} B`);
+  const metricsAnswers = got.filter((a) => a.url.includes('/metrics'));
+  check(metricsAnswers.length > 0 && metricsAnswers.every((a) => a.url.includes('limit=')),
+    `the page asks for metrics a page at a time (${metricsAnswers.length} answers)`);
 
   // Destroy from the page (the confirmation accepted), and it is gone.
   await page.goto(`${url}/ui/#/a/${assembly.name}`);
