@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -38,6 +39,12 @@ TEST(UiTest, TheDashboardLaunchesFlexesFollowsLogsAndShowsEachUserOnlyTheirs) {
   }
   if (!Exists(web + "/node_modules/playwright-core")) {
     GTEST_SKIP() << "playwright-core is not installed in web/ (scripts/web)";
+  }
+  // playwright-core 1.65 needs Node.js 20 or later (Debian 12's own is 18).
+  auto node = tarn::RunCommand({"node", "--version"}, 10s);
+  if (!node.ok() || !node->success()) GTEST_SKIP() << "no Node.js (node) on PATH";
+  if (std::atoi(node->out.c_str() + (node->out.rfind('v', 0) == 0 ? 1 : 0)) < 20) {
+    GTEST_SKIP() << "playwright-core needs Node.js >= 20; this machine's is " << node->out;
   }
   if (!Exists("/usr/bin/chromium-headless-shell") && !Exists("/usr/bin/chromium")) {
     GTEST_SKIP() << "no Chromium (Debian's chromium-headless-shell; scripts/setup installs it)";

@@ -22,7 +22,10 @@ const median = (xs) => {
 const executablePath = [process.env.TARN_CHROMIUM, '/usr/bin/chromium-headless-shell',
   '/usr/bin/chromium'].find((p) => p && existsSync(p));
 const browser = await chromium.launch({
-  executablePath, args: ['--disable-dev-shm-usage', '--disable-gpu', '--no-sandbox'] });
+  executablePath, args: ['--disable-dev-shm-usage', '--disable-gpu', '--no-sandbox',
+    // nothing of Chromium's own reaches for the network (this machine's is closed)
+    '--disable-background-networking', '--disable-component-update', '--no-first-run',
+    '--disable-sync'] });
 const out = {};
 try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });

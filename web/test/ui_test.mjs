@@ -44,7 +44,10 @@ const executablePath = [process.env.TARN_CHROMIUM, '/usr/bin/chromium-headless-s
   '/usr/bin/chromium'].find((p) => p && existsSync(p));
 const browser = await chromium.launch({
   executablePath,
-  args: ['--disable-dev-shm-usage', '--disable-gpu', '--no-sandbox'],
+  args: ['--disable-dev-shm-usage', '--disable-gpu', '--no-sandbox',
+    // nothing of Chromium's own reaches for the network (this machine's is closed)
+    '--disable-background-networking', '--disable-component-update', '--no-first-run',
+    '--disable-sync'],
 });
 try {
   const alice = await browser.newContext({ viewport: { width: 1280, height: 800 } });
