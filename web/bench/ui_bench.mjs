@@ -10,8 +10,7 @@
 // Prints one JSON object on stdout.
 //
 //   node web/bench/ui_bench.mjs URL TOKEN ASSEMBLY COMPONENT REPEATS
-import { chromium } from 'playwright-core';
-import { existsSync } from 'node:fs';
+import { launchChromium } from '../test/chromium.mjs';
 
 const [url, token, name, component, repeatsArg] = process.argv.slice(2);
 const repeats = Number(repeatsArg || 5);
@@ -19,13 +18,7 @@ const median = (xs) => {
   const s = xs.slice().sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
-const executablePath = [process.env.TARN_CHROMIUM, '/usr/bin/chromium-headless-shell',
-  '/usr/bin/chromium'].find((p) => p && existsSync(p));
-const browser = await chromium.launch({
-  executablePath, args: ['--disable-dev-shm-usage', '--disable-gpu', '--no-sandbox',
-    // nothing of Chromium's own reaches for the network (this machine's is closed)
-    '--disable-background-networking', '--disable-component-update', '--no-first-run',
-    '--disable-sync'] });
+const browser = await launchChromium();
 const out = {};
 try {
   const context = await browser.newContext({ viewport: { width: 1280, height: 800 } });

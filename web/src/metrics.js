@@ -36,6 +36,12 @@ function points(instance, name, keep = () => true) {
   return [...byTime.entries()].sort((a, b) => a[0] - b[0]);
 }
 
+// A replica's series of the versions it serves: tarn-serve's model_version_state, AVAILABLE.
+function available(instance) {
+  return (instance.series || []).filter((s) => s.name === 'tarn_serve_model_version_state' &&
+    (s.labels || {}).state === 'AVAILABLE');
+}
+
 // A gauge's points from its first non-zero value on (tarn-train's read 0 before its first step).
 function started(pts) {
   const i = pts.findIndex((p) => p[1] !== 0);
@@ -131,8 +137,7 @@ export function versionTimeline(training, serving) {
     }
   }
   for (const inst of serving) {
-    for (const s of inst.series || []) {
-      if (s.name !== 'tarn_serve_model_version_state' || (s.labels || {}).state !== 'AVAILABLE') continue;
+    for (const s of available(inst)) {
       const on = s.points.filter((p) => p[1] > 0);
       if (!on.length) continue;
       const v = Number(s.labels.version);
@@ -146,8 +151,7 @@ export function versionTimeline(training, serving) {
 // Per replica, the newest version it serves at each scrape, as a line of points.
 function servedVersion(inst) {
   const byTime = new Map();
-  for (const s of inst.series || []) {
-    if (s.name !== 'tarn_serve_model_version_state' || (s.labels || {}).state !== 'AVAILABLE') continue;
+  for (const s of available(inst)) {
     const v = Number(s.labels.version);
     for (const [t, on] of s.points) if (on > 0) byTime.set(t, Math.max(byTime.get(t) || 0, v));
   }

@@ -9,8 +9,8 @@
 // is a sleeper whose instances print a line every half second; FMNIST_FILE a Fashion-MNIST
 // assembly whose component "trainer" exports a version every few seconds to "serving";
 // MANY_FILE an assembly of 1,000 instances.
-import { chromium } from 'playwright-core';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { launchChromium } from './chromium.mjs';
+import { mkdirSync, readFileSync } from 'node:fs';
 
 const [url, aliceToken, bobLoginUrl, assemblyFile, fmnistFile, manyFile, out] =
   process.argv.slice(2);
@@ -40,15 +40,7 @@ async function until(what, f, ms = 60000) {
   }
 }
 
-const executablePath = [process.env.TARN_CHROMIUM, '/usr/bin/chromium-headless-shell',
-  '/usr/bin/chromium'].find((p) => p && existsSync(p));
-const browser = await chromium.launch({
-  executablePath,
-  args: ['--disable-dev-shm-usage', '--disable-gpu', '--no-sandbox',
-    // nothing of Chromium's own reaches for the network (this machine's is closed)
-    '--disable-background-networking', '--disable-component-update', '--no-first-run',
-    '--disable-sync'],
-});
+const browser = await launchChromium();
 try {
   const alice = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = await alice.newPage();
