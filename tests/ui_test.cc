@@ -2,10 +2,11 @@
 // through Debian's binary) against a real `tarn server` with real instances: log in with a
 // token (and, as a second user, by `tarn ui`'s one-time URL), launch the sleeper from the page and
 // see it STABLE, flex it to 3, follow an instance's log and see a line it writes after the page
-// opened, search it, a second user who sees nothing of the first's, destroy, log out; on a
-// small Fashion-MNIST assembly, the training curves gain points, versions appear on the
-// timeline and the serving replicas switch to them; and for a 1,000-instance assembly every
-// answer behind the page stays bounded, and its instances page. Screenshots
+// opened, search it, a second user who sees nothing of the first's, the server lost (the
+// browser taken offline) and found again, destroy, log out; and for a 1,000-instance
+// assembly every answer behind the page stays bounded, and its instances page. The training
+// and serving pages are checked on the Fashion-MNIST example assembly itself, in DemoTest
+// (demo.py --ui-check). Screenshots
 // of each page go to build/.../ui-screenshots. Needs root (containers), the built dashboard
 // (scripts/web), Node and Chromium (scripts/setup installs them); without them it skips saying why.
 #include <gtest/gtest.h>
@@ -13,7 +14,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,6 +21,7 @@
 #include <string>
 
 #include "common/subprocess.h"
+#include "dashboard_browser.h"
 #include "server_process.h"
 #include "tarn_process.h"
 
@@ -34,24 +35,8 @@ bool Exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0;
 TEST(UiTest, TheDashboardLaunchesFlexesFollowsLogsAndShowsEachUserOnlyTheirs) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (containers)";
   const std::string web = TARN_SOURCE_DIR "/web";
-  if (!Exists(web + "/dist/index.html")) {
-    GTEST_SKIP() << "the dashboard is not built (scripts/web; scripts/setup runs it)";
-  }
-  if (!Exists(web + "/node_modules/playwright-core")) {
-    GTEST_SKIP() << "playwright-core is not installed in web/ (scripts/web)";
-  }
-  // playwright-core 1.65 needs Node.js 20 or later (Debian 12's own is 18).
-  auto node = tarn::RunCommand({"node", "--version"}, 10s);
-  if (!node.ok() || !node->success()) GTEST_SKIP() << "no Node.js (node) on PATH";
-  if (std::atoi(node->out.c_str() + (node->out.rfind('v', 0) == 0 ? 1 : 0)) < 20) {
-    GTEST_SKIP() << "playwright-core needs Node.js >= 20; this machine's is " << node->out;
-  }
-  if (!Exists("/usr/bin/chromium-headless-shell") && !Exists("/usr/bin/chromium")) {
-    GTEST_SKIP() << "no Chromium (Debian's chromium-headless-shell; scripts/setup installs it)";
-  }
-  const std::string data = "/usr/share/datasets/fashion-mnist";
-  if (!Exists(data + "/t10k-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "no Fashion-MNIST in " << data << " (dataset-fashion-mnist; scripts/setup)";
+  if (const std::string missing = tarn::testing::DashboardBrowserMissing(web); !missing.empty()) {
+    GTEST_SKIP() << missing;
   }
   char tmpl[] = "/tmp/tarn-ui-test-XXXXXX";
   const std::string dir = ::mkdtemp(tmpl);
@@ -79,32 +64,6 @@ TEST(UiTest, TheDashboardLaunchesFlexesFollowsLogsAndShowsEachUserOnlyTheirs) {
                      {"resource", {{"cpus", 1}, {"memory", "64"}}}}})}};
   std::ofstream(dir + "/uisleeper.json") << sleeper.dump(2);
   ::chmod((dir + "/uisleeper.json").c_str(), 0644);
-  // Fashion-MNIST, sized for the test: one tarn-train process (an MLP, exporting a version
-  // every 3 s and at each epoch's end, for longer than the test looks) and two tarn-serve
-  // replicas serving each new version; the worker's metrics port is what the page plots.
-  const json fmnist = {
-      {"name", "uifmnist"},
-      {"version", "1.0"},
-      {"configuration", {{"env", {{"OMP_NUM_THREADS", "1"}, {"OPENBLAS_NUM_THREADS", "1"}}}}},
-      {"components",
-       json::array({{{"name", "trainer"},
-                     {"number_of_containers", 1},
-                     {"launch_command",
-                      "tarn-train --model mlp --data_dir " + data +
-                          " --export_base $TARN_SHARED_DIR/models --model_name fmnist --epochs 100 "
-                          "--export_every_secs 3 --keep_versions 4 --threads 1 --log_every_secs 1"},
-                     {"resource", {{"cpus", 1}, {"memory", "1Gi"}}},
-                     {"configuration", {{"properties", {{"tarn.ports", "metrics:9090"}}}}}},
-                    {{"name", "serving"},
-                     {"number_of_containers", 2},
-                     {"launch_command",
-                      "tarn-serve --rest_api_port $TARN_PORT_HTTP --model_name fmnist "
-                      "--model_base_path $TARN_SHARED_DIR/models/fmnist "
-                      "--file_system_poll_wait_seconds 1"},
-                     {"resource", {{"cpus", 1}, {"memory", "512"}}},
-                     {"configuration", {{"properties", {{"tarn.ports", "http:8501"}}}}}}})}};
-  std::ofstream(dir + "/uifmnist.json") << fmnist.dump(2);
-  ::chmod((dir + "/uifmnist.json").c_str(), 0644);
   // 1,000 instances, to check that what the page asks for stays bounded and pages.
   const json many = {
       {"name", "uimany"},
@@ -129,20 +88,18 @@ TEST(UiTest, TheDashboardLaunchesFlexesFollowsLogsAndShowsEachUserOnlyTheirs) {
   ASSERT_EQ(bob_url.rfind(origin + "/ui/login?code=", 0), 0u) << ui.out;
   EXPECT_NE(ui.err.find("as bob; it is good once, for a minute"), std::string::npos) << ui.err;
   const std::string shots = std::string(TARN_BINARY_DIR) + "/ui-screenshots";
-  auto run = tarn::RunCommand(
-      {"node", web + "/test/ui_test.mjs", origin, alice, bob_url, dir + "/uisleeper.json",
-       dir + "/uifmnist.json", dir + "/uimany.json", shots},
-      240s);
+  auto run = tarn::RunCommand({"node", web + "/test/ui_test.mjs", origin, alice, bob_url,
+                               dir + "/uisleeper.json", dir + "/uimany.json", shots},
+                              240s);
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   std::cout << run->out;  // the browser's checks, one line each
   EXPECT_EQ(run->exit_code, 0) << run->out << run->err << "\nserver log:\n" << server.log();
   EXPECT_NE(run->out.find("ok: logged in"), std::string::npos) << run->out;
-  for (const char* shot :
-       {"login", "overview", "assembly", "log", "overview-phone", "training", "serving", "many"}) {
+  for (const char* shot : {"login", "overview", "assembly", "log", "overview-phone", "many"}) {
     EXPECT_TRUE(Exists(shots + "/" + shot + ".png")) << shot;
   }
   // Whatever the page left behind goes.
-  for (const std::string name : {"uisleeper", "uifmnist", "uimany"}) {
+  for (const std::string name : {"uisleeper", "uimany"}) {
     tarn::testing::CallApi(server, "DELETE", "/app/v1/services/" + name);
     tarn::testing::WaitFor(name + " gone", 120s, [&] {
       return tarn::testing::CallApi(server, "GET", "/app/v1/services/" + name).status == 404;

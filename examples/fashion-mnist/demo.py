@@ -6,7 +6,9 @@ Starts `tarn server` in the background, launches examples/fashion-mnist/assembly
 accuracy, versions exported and served), runs a client against the serving replicas for the
 whole run (it must see no error, and accuracy rising with each version), then sends the
 whole 10,000-image test set through TF Serving's REST API, prints the accuracy and a few
-images with their predicted labels, and stops cleanly (destroy, then the server).
+images with their predicted labels, and stops cleanly (destroy, then the server). With
+--ui-check DIR it also watches the run in the dashboard (web/test/ui_fmnist.mjs, in headless
+Chromium): the training curves, the version timeline and the replicas switching versions.
 
 Runs as root (tarn server starts containers). Standard library only: it runs on Debian's
 /usr/bin/python3 and talks to 127.0.0.0/8 only. Exit status: 0 when the served model reaches
@@ -348,6 +350,11 @@ def main():
     p.add_argument("--faults", action="store_true",
                    help="kill -9 a serving replica, a ps, the chief and tarn server during the "
                         "run; everything must come back and the client must see no error")
+    p.add_argument("--ui-check", metavar="DIR",
+                   help="watch the run in the dashboard in headless Chromium "
+                        "(web/test/ui_fmnist.mjs, screenshots to DIR): the training curves "
+                        "gain points, versions reach the timeline and every replica switches "
+                        "to a newer one; the run fails if a check does")
     args = p.parse_args()
     if os.geteuid() != 0:
         log("demo: needs root (tarn server starts containers in namespaces and cgroups)")
@@ -375,6 +382,7 @@ def main():
     log(f"== tarn server (state in {workdir})")
     tarn = Tarn(args.tarn, workdir, args.config)
     client = None
+    ui = None
     ok = False
     start = time.time()
     try:
@@ -384,6 +392,10 @@ def main():
         log((r.stdout + r.stderr).strip())
         if r.returncode != 0:
             return 1
+        if args.ui_check:
+            replicas = next(c["number_of_containers"] for c in doc["components"]
+                            if c["name"] == "serving")
+            ui = UiCheck(tarn, replicas, args.ui_check)
         addresses = []
         client = Client(list(images), list(labels), addresses)
         faults = Faults(tarn) if args.faults else None
@@ -486,6 +498,8 @@ def main():
         for e in client.errors[:5]:
             log(f"  client error: {e}")
         ok = accuracy >= args.min_accuracy and not client.errors
+        if ui is not None:
+            ok = ui.finish(max(60.0, args.timeout - (time.time() - start))) and ok
         if faults is not None:
             ok = check_faults(tarn, faults) and ok
         log(f"{'PASS' if ok else 'FAIL'}: served accuracy {accuracy:.4f} "
@@ -494,6 +508,8 @@ def main():
     finally:
         if client is not None:
             client.stop.set()
+        if ui is not None:
+            ui.kill()
         log("== clean stop: tarn destroy, then the server")
         r = tarn.cli("destroy", NAME)
         log((r.stdout + r.stderr).strip())
@@ -502,6 +518,43 @@ def main():
             shutil.rmtree(workdir, ignore_errors=True)
         else:
             log(f"(state and logs kept in {workdir})")
+
+
+class UiCheck:
+    """web/test/ui_fmnist.mjs in the background, watching the assembly's page in the
+    dashboard; its lines are logged as "ui: ...". It ends by itself when its checks are done
+    (or have failed)."""
+
+    def __init__(self, tarn, replicas, out):
+        url = f"http://127.0.0.1:{tarn.port}"
+        self.proc = subprocess.Popen(
+            ["node", os.path.join(ROOT, "web", "test", "ui_fmnist.mjs"), url, tarn.token, NAME,
+             str(replicas), out],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            log("ui: " + line.rstrip())
+
+    def finish(self, timeout):
+        """Waits for the checks to end; whether all held."""
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log(f"ui: FAILED: the dashboard's checks did not end within {timeout:.0f} s")
+            self.kill()
+            return False
+        self.reader.join(10)
+        log(f"ui: {'PASS' if code == 0 else 'FAIL'}: the dashboard's checks "
+            f"({'all held' if code == 0 else f'exit {code}'})")
+        return code == 0
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def check_faults(tarn, faults):

@@ -1,44 +1,25 @@
 // The dashboard in a real browser (Debian's Chromium, driven by playwright-core through
 // executablePath; no browser download), against a real tarn server that tests/ui_test.cc
 // started. Each check prints one line; the exit status is the number of failed checks (0:
-// all held). Screenshots of each page go to OUT.
+// all held). Screenshots of each page go to OUT. The training and serving pages are checked
+// on the Fashion-MNIST example assembly itself, beside DemoTest's run of it
+// (web/test/ui_fmnist.mjs).
 //
-//   node web/test/ui_test.mjs URL ALICE_TOKEN BOB_LOGIN_URL ASSEMBLY_FILE FMNIST_FILE MANY_FILE OUT
+//   node web/test/ui_test.mjs URL ALICE_TOKEN BOB_LOGIN_URL ASSEMBLY_FILE MANY_FILE OUT
 //
 // BOB_LOGIN_URL is what `tarn ui` printed for a second user: good once. ASSEMBLY_FILE
-// is a sleeper whose instances print a line every half second; FMNIST_FILE a Fashion-MNIST
-// assembly whose component "trainer" exports a version every few seconds to "serving";
-// MANY_FILE an assembly of 1,000 instances.
+// is a sleeper whose instances print a line every half second; MANY_FILE an assembly of
+// 1,000 instances.
 import { launchChromium } from './chromium.mjs';
+import { checks, logIn } from './checks.mjs';
 import { mkdirSync, readFileSync } from 'node:fs';
 
-const [url, aliceToken, bobLoginUrl, assemblyFile, fmnistFile, manyFile, out] =
-  process.argv.slice(2);
+const [url, aliceToken, bobLoginUrl, assemblyFile, manyFile, out] = process.argv.slice(2);
 const many = JSON.parse(readFileSync(manyFile, 'utf8'));
 const MAX_ANSWER = 128 * 1024; // bytes: the bound on any answer behind the page
 const assembly = JSON.parse(readFileSync(assemblyFile, 'utf8'));
-const fmnist = JSON.parse(readFileSync(fmnistFile, 'utf8'));
 mkdirSync(out, { recursive: true });
-let failed = 0;
-function check(ok, what) {
-  console.log(`${ok ? 'ok' : 'FAILED'}: ${what}`);
-  if (!ok) failed++;
-}
-async function until(what, f, ms = 60000) {
-  const end = Date.now() + ms;
-  for (;;) {
-    try {
-      if (await f()) return true;
-    } catch (e) {
-      // the page is changing under us: ask again
-    }
-    if (Date.now() > end) {
-      check(false, `${what} (not within ${ms / 1000} s)`);
-      return false;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
+const { check, until, failed } = checks();
 
 const browser = await launchChromium();
 try {
@@ -47,26 +28,14 @@ try {
   page.on('dialog', (d) => d.accept()); // the confirmation of destroy
 
   // Log in with a token.
-  await page.goto(`${url}/ui/`);
-  await page.waitForSelector('#token');
-  await page.screenshot({ path: `${out}/login.png` });
-  await page.fill('#token', aliceToken);
-  await page.click('button[type=submit]');
-  await page.waitForSelector('header .me');
-  const me = await page.textContent('header .me');
-  check(me.includes('(user)'), `logged in: the header says ${me.trim()}`);
+  const me = await logIn(page, url, aliceToken, `${out}/login.png`);
+  check(me.includes('(user)'), `logged in: the header says ${me}`);
   const cookie = (await alice.cookies()).find((c) => c.name === 'tarn_session');
   check(cookie && cookie.httpOnly && cookie.sameSite === 'Strict',
     `the session cookie is HttpOnly and SameSite=Strict: ${JSON.stringify(cookie && {
       httpOnly: cookie.httpOnly, sameSite: cookie.sameSite })}`);
   check(await page.evaluate(() => !document.cookie.includes('tarn_session')),
     'no script can read the session cookie');
-
-  // Fashion-MNIST first, so that it trains while the sleeper is looked at.
-  await page.setInputFiles('#file', fmnistFile);
-  await page.click('button:text-is("Launch")');
-  await until(`${fmnist.name} listed`, async () =>
-    (await page.$(`table.assemblies a:text-is("${fmnist.name}")`)) !== null);
 
   // Launch the sleeper from the page and see it STABLE.
   await page.setInputFiles('#file', assemblyFile);
@@ -133,39 +102,25 @@ try {
   await until(`bob's page of ${assembly.name} says it is not found`, async () =>
     (await other.textContent('main')).includes('404'), 10000);
 
-  // Fashion-MNIST: the training curves gain points while the page is open, versions appear
-  // on the timeline, and the serving replicas switch from one version to a newer one.
-  await page.goto(`${url}/ui/#/a/${fmnist.name}`);
-  const plotted = async (id) => Number((await page.getAttribute(id, 'data-points')) || 0);
-  await until('the loss curve has points', async () => (await plotted('#chart-loss')) > 0, 120000);
-  const first = await plotted('#chart-loss');
-  await until(`the loss curve gains points after ${first}`,
-    async () => (await plotted('#chart-loss')) > first, 30000);
-  check((await plotted('#chart-accuracy')) > 0, 'the test accuracy curve has points');
-  check((await plotted('#chart-samples')) > 0, 'the samples/s curve has points');
-  const versions = () => page.$$eval('table.versions', (tables) => {
-    const t = tables[0];
-    const replicas = t.querySelectorAll('thead th').length - 3;
-    return { replicas, rows: [...t.querySelectorAll('tbody tr')].map((tr) => ({
-      version: Number(tr.dataset.version),
-      accuracy: tr.children[2].textContent,
-      served: tr.querySelectorAll('td.served').length })) };
-  });
-  let seen = null;
-  await until('the replicas switch to a newer version, all of them', async () => {
-    const v = await versions();
-    const served = v.rows.filter((r) => r.served > 0).sort((a, b) => a.version - b.version);
-    seen = v;
-    return v.replicas === fmnist.components[1].number_of_containers && served.length >= 2 &&
-      served[served.length - 1].served === v.replicas;
-  }, 120000);
-  const exported = seen && seen.rows.find((r) => r.accuracy !== '–');
-  check(exported && Number(exported.accuracy) > 0.5,
-    `an exported version has its accuracy on the timeline: ${exported && JSON.stringify(exported)}`);
-  check((await plotted('#chart-versions')) > 0, 'the version chart has points');
-  check((await plotted('#chart-rps')) > 0, 'the requests/s chart has points');
-  await page.screenshot({ path: `${out}/training.png`, fullPage: true });
-  await page.locator('#versions').screenshot({ path: `${out}/serving.png` });
+  // A lost server (the browser taken offline, so no request gets an answer): the page says
+  // so and keeps trying; when answers come again the banner goes and the page is live again.
+  await page.goto(`${url}/ui/#/`);
+  await page.waitForSelector('table.assemblies');
+  await alice.setOffline(true);
+  await until('with no answer from the server the page says it lost it', async () =>
+    ((await page.textContent('.banner.lost')) || '').includes('Lost tarn server'), 15000);
+  await alice.setOffline(false);
+  await until('with the server back the banner goes and the list is there again', async () =>
+    (await page.$('.banner.lost')) === null &&
+    (await page.$(`table.assemblies a:text-is("${assembly.name}")`)) !== null, 15000);
+
+  // Destroy from the page (the confirmation accepted), and it is gone; before the 1,000
+  // instances start (once, with them starting, the sleeper took over 60 s to go).
+  await page.goto(`${url}/ui/#/a/${assembly.name}`);
+  await page.waitForSelector('text=Destroy');
+  await page.click('text=Destroy');
+  await until(`${assembly.name} gone from the overview`, async () =>
+    (await page.$(row)) === null && (await page.$('#asm-h')) !== null);
 
   // 1,000 instances: every answer behind the page stays bounded, and the instances page.
   const answers = [];
@@ -204,13 +159,6 @@ try {
   check(metricsAnswers.length > 0 && metricsAnswers.every((a) => a.url.includes('limit=')),
     `the page asks for metrics a page at a time (${metricsAnswers.length} answers)`);
 
-  // Destroy from the page (the confirmation accepted), and it is gone.
-  await page.goto(`${url}/ui/#/a/${assembly.name}`);
-  await page.waitForSelector('text=Destroy');
-  await page.click('text=Destroy');
-  await until(`${assembly.name} gone from the overview`, async () =>
-    (await page.$(row)) === null && (await page.$('#asm-h')) !== null);
-
   // Logging out ends the session: the page shows the login, and the cookie is refused.
   await page.click('text=Log out');
   await page.waitForSelector('#token');
@@ -219,4 +167,4 @@ try {
 } finally {
   await browser.close();
 }
-process.exit(failed);
+process.exit(failed());
