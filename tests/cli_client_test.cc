@@ -62,7 +62,7 @@ struct RecordedRequest {
 };
 
 const char kSleeper[] = R"({
-  "name": "sleeper", "version": "1.0", "user": "alice", "queue": "default",
+  "name": "sleeper", "version": "1.0", "user": "alice", "queue": "default", "priority": 0,
   "state": "STABLE", "diagnostics": "",
   "lifetime": -1, "launch_time": 1700000000000, "shared_dir": "/var/lib/tarn/shared/alice/sleeper",
   "components": [
@@ -479,8 +479,8 @@ TEST_F(ClientTest, StatusRendersAlignedTables) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(
       run.out,
-      "SERVICE  STATE   USER   QUEUE    AGE  LIFETIME   DIAGNOSTICS\n"
-      "sleeper  STABLE  alice  default  5m   unlimited  -\n"
+      "SERVICE  STATE   USER   QUEUE    PRIORITY  AGE  LIFETIME   DIAGNOSTICS\n"
+      "sleeper  STABLE  alice  default  0         5m   unlimited  -\n"
       "\n"
       "COMPONENT  STATE   READY  DIAGNOSTICS\n"
       "sleeper    STABLE  1/2    -\n"
@@ -597,18 +597,20 @@ TEST_F(ClientTest, LogsErrorIsOneLine) {
 
 TEST_F(ClientTest, ListShowsOneRowPerAssembly) {
   list_ = R"([{"name": "fmnist", "user": "alice", "state": "STARTED", "diagnostics": "",
+      "priority": 10,
       "launch_time": 0, "lifetime": 3600, "components": [
         {"name": "ps", "state": "STABLE", "number_of_containers": 1, "ready_containers": 1},
         {"name": "worker", "state": "FLEXING", "number_of_containers": 3,
          "ready_containers": 2}]},
     {"name": "sleeper", "user": "alice", "state": "FAILED", "diagnostics": "sleeper-0 failed",
+      "priority": 0,
       "launch_time": 0, "lifetime": -1, "components": []}])";
   CommandResult run = RunTarn({"list"}, Env());
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(run.out,
-            "NAME     STATE    READY  COMPONENTS         AGE  LIFETIME   DIAGNOSTICS\n"
-            "fmnist   STARTED  3/4    ps:1/1,worker:2/3  -    60m left   -\n"
-            "sleeper  FAILED   0/0    -                  -    unlimited  sleeper-0 failed\n");
+            "NAME     STATE    PRIORITY  READY  COMPONENTS         AGE  LIFETIME   DIAGNOSTICS\n"
+            "fmnist   STARTED  10        3/4    ps:1/1,worker:2/3  -    60m left   -\n"
+            "sleeper  FAILED   0         0/0    -                  -    unlimited  sleeper-0 failed\n");
 }
 
 TEST_F(ClientTest, EmptyListSaysSoOnStderr) {

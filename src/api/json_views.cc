@@ -32,6 +32,7 @@ json ServiceJson(const service::AssemblyStatus& a) {
   out["name"] = a.name;
   out["user"] = a.user;
   out["queue"] = a.queue;
+  out["priority"] = a.priority;
   out["state"] = a.state;
   out["diagnostics"] = a.diagnostics;
   out["launch_time"] = a.created_ms;
@@ -73,6 +74,7 @@ json ServiceSummaryJson(const service::AssemblyStatus& a) {
   return json{{"name", a.name},
               {"user", a.user},
               {"queue", a.queue},
+              {"priority", a.priority},
               {"state", a.state},
               {"diagnostics", a.diagnostics},
               {"launch_time", a.created_ms},

@@ -402,6 +402,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     bo.nodes = nodes;
     bo.queues = config.queues;
     bo.clock = &p->clock;
+    bo.reservation_after = config.reservation_after;
     bo.launch.state_dir = p->state_dir;
     bo.launch.domain = config.domain;
     bo.launch.bin_dir = bin_dir;

@@ -324,6 +324,17 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
           c.metrics.scrape_interval.count() > 0) {
         return Bad(source, k, "scrape_timeout_ms is above scrape_interval_ms");
       }
+    } else if (k == "scheduler") {
+      if (!v.is_object()) return Bad(source, k, "expected {\"reservation_after_secs\": N}");
+      for (auto f = v.begin(); f != v.end(); ++f) {
+        const std::string fk = k + "." + f.key();
+        if (f.key() != "reservation_after_secs") {
+          return Bad(source, fk, "unknown field (expected reservation_after_secs)");
+        }
+        ASSIGN_OR_RETURN(int64_t secs, PositiveInt(*f, source, fk, 0));
+        if (secs > 31536000) return Bad(source, fk, "at most 31536000 (a year)");
+        c.reservation_after = std::chrono::seconds(secs);
+      }
     } else if (k == "auth") {
       ASSIGN_OR_RETURN(c.auth, ParseAuth(v, source));
     } else if (k == "tls") {
@@ -347,7 +358,7 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
                  "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
                  "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
                  "container_engine, oci_runtime, ui_dir, dns_upstream, backend, http, metrics, "
-                 "auth, tls)");
+                 "scheduler, auth, tls)");
     }
   }
   auto parsed = scheduler::ParseQueues(queues);

@@ -124,6 +124,9 @@ struct ServerConfig {
   BackendConfig backend;
   HttpConfig http;
   MetricsConfig metrics;
+  // "scheduler": {"reservation_after_secs": N}: how long the oldest pending request of the
+  // highest priority waits before it holds a reservation (scheduler/scheduler.h).
+  std::chrono::seconds reservation_after{60};
   auth::AuthConfig auth;
   TlsConfig tls;
 };

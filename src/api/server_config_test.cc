@@ -14,6 +14,10 @@ TEST(ServerConfigTest, DefaultsWhenEmpty) {
   EXPECT_EQ(c->address_range, "127.42.0.0/16");
   EXPECT_FALSE(c->container_names.has_value());  // auto
   EXPECT_FALSE(c->dns_upstream.has_value());     // the machine's nameservers
+  EXPECT_EQ(c->reservation_after, std::chrono::seconds(60));
+  auto s = ParseServerConfig(R"({"scheduler": {"reservation_after_secs": 0}})", "config.json");
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->reservation_after, std::chrono::seconds(0));
 }
 
 TEST(ServerConfigTest, ContainerNamesAndUpstreams) {
@@ -82,6 +86,13 @@ TEST(ServerConfigTest, BadValuesNameTheKey) {
            Case{R"({"http": {"max_connections": 0}})", "c.json: http.max_connections:"},
            Case{R"({"http": {"header_timeout_ms": 5}})", "c.json: http.header_timeout_ms:"},
            Case{R"({"http": {"max_conections": 10}})", "c.json: http.max_conections: unknown"},
+           Case{R"({"scheduler": 60})", "c.json: scheduler: expected {\"reservation_after_secs\""},
+           Case{R"({"scheduler": {"reservation_after_secs": -1}})",
+                "c.json: scheduler.reservation_after_secs: expected a whole number >= 0"},
+           Case{R"({"scheduler": {"reservation_after_secs": 40000000}})",
+                "c.json: scheduler.reservation_after_secs: at most 31536000"},
+           Case{R"({"scheduler": {"reserve_after": 5}})",
+                "c.json: scheduler.reserve_after: unknown field"},
        }) {
     auto c = ParseServerConfig(k.text, "c.json");
     ASSERT_FALSE(c.ok()) << k.text;

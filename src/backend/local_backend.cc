@@ -126,7 +126,7 @@ StatusOr<scheduler::Request> RequestFor(const spec::Assembly& a, const InstanceR
     return InvalidArgumentError(ref.Key() + ": assembly \"" + a.name + "\" has no component \"" +
                                 ref.component + "\"");
   }
-  return scheduler::Request{ref.Key(), ref.user, a.queue, ResourcesOf(*c)};
+  return scheduler::Request{ref.Key(), ref.user, a.queue, ResourcesOf(*c), a.priority};
 }
 
 // The start a shim directory holds, from the TARN_CONTAINER_ID in its spec.json; none when
@@ -217,6 +217,7 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(Options options) {
   so.nodes = options.nodes;
   so.queues = options.queues;
   so.clock = options.clock;
+  so.reservation_after = options.reservation_after;
   auto scheduler = scheduler::Scheduler::Create(std::move(so));
   if (!scheduler.ok()) return scheduler.status().WithContext("local backend");
   uint32_t first = 0, last = 0;

@@ -79,6 +79,7 @@ class LocalBackend final : public service::Backend {
     std::vector<scheduler::NodeSpec> nodes;
     std::vector<scheduler::QueueConfig> queues;
     const Clock* clock = nullptr;  // required; also stamps the exits made up here
+    Clock::Duration reservation_after = std::chrono::seconds(60);  // scheduler::Scheduler's
     // What every launch shares: state_dir (required), domain, bin_dir, limits, grace
     // period. Its user, ip, container_id and run_as are filled for each instance.
     LaunchContext launch;

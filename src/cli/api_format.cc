@@ -130,7 +130,8 @@ std::string FormatMemoryMb(int64_t mb) {
 }
 
 std::string FormatServiceList(const json& services, int64_t now_ms) {
-  Table table({"NAME", "STATE", "READY", "COMPONENTS", "AGE", "LIFETIME", "DIAGNOSTICS"});
+  Table table(
+      {"NAME", "STATE", "PRIORITY", "READY", "COMPONENTS", "AGE", "LIFETIME", "DIAGNOSTICS"});
   if (services.is_array()) {
     for (const json& s : services) {
       int64_t ready = 0, total = 0;
@@ -142,7 +143,7 @@ std::string FormatServiceList(const json& services, int64_t now_ms) {
         if (!components.empty()) components += ",";
         components += Text(c, "name") + ":" + std::to_string(r) + "/" + std::to_string(n);
       }
-      table.AddRow({Text(s, "name"), Text(s, "state"),
+      table.AddRow({Text(s, "name"), Text(s, "state"), Text(s, "priority"),
                     std::to_string(ready) + "/" + std::to_string(total),
                     components.empty() ? kNone : components, Age(s, "launch_time", now_ms),
                     FormatLifetime(Field(s, "lifetime")), Text(s, "diagnostics")});
@@ -152,9 +153,11 @@ std::string FormatServiceList(const json& services, int64_t now_ms) {
 }
 
 std::string FormatServiceStatus(const json& service, int64_t now_ms) {
-  Table head({"SERVICE", "STATE", "USER", "QUEUE", "AGE", "LIFETIME", "DIAGNOSTICS"});
+  Table head(
+      {"SERVICE", "STATE", "USER", "QUEUE", "PRIORITY", "AGE", "LIFETIME", "DIAGNOSTICS"});
   head.AddRow({Text(service, "name"), Text(service, "state"), Text(service, "user"),
-               Text(service, "queue"), Age(service, "launch_time", now_ms),
+               Text(service, "queue"), Text(service, "priority"),
+               Age(service, "launch_time", now_ms),
                FormatLifetime(Field(service, "lifetime")), Text(service, "diagnostics")});
 
   Table components({"COMPONENT", "STATE", "READY", "DIAGNOSTICS"});

@@ -19,7 +19,7 @@ std::string FormatLifetime(const nlohmann::json& seconds);
 // MiB as "512Mi", or "4Gi" when a whole number of GiB.
 std::string FormatMemoryMb(int64_t mb);
 
-// GET /app/v1/services: NAME STATE READY COMPONENTS AGE LIFETIME DIAGNOSTICS.
+// GET /app/v1/services: NAME STATE PRIORITY READY COMPONENTS AGE LIFETIME DIAGNOSTICS.
 std::string FormatServiceList(const nlohmann::json& services, int64_t now_ms);
 
 // GET /app/v1/services/NAME: the service row, the component rows and one row per container

@@ -23,6 +23,18 @@ StatusOr<double> Percent(const nlohmann::json& q, const char* key, double dflt,
   return it->get<double>() / 100.0;
 }
 
+StatusOr<int> Priority(const nlohmann::json& q, const char* key, const std::string& where) {
+  auto it = q.find(key);
+  if (it == q.end()) return 0;
+  if (!it->is_number_integer() || it->get<int64_t>() < kMinPriority ||
+      it->get<int64_t>() > kMaxPriority) {
+    return InvalidArgumentError(where + "." + key + ": expected an integer from " +
+                                std::to_string(kMinPriority) + " to " +
+                                std::to_string(kMaxPriority) + ", got " + it->dump());
+  }
+  return static_cast<int>(it->get<int64_t>());
+}
+
 }  // namespace
 
 bool QueueConfig::Allows(const std::string& account, const std::vector<std::string>& groups) const {
@@ -46,14 +58,15 @@ StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
     std::string where = "queues[" + std::to_string(i) + "]";
     if (!q.is_object()) return InvalidArgumentError(where + ": expected an object");
     for (auto it = q.begin(); it != q.end(); ++it) {
-      static const std::set<std::string> kKnown = {"name", "capacity", "maximum-capacity",
-                                                   "acl_submit_applications",
-                                                   "acl_administer_queue"};
+      static const std::set<std::string> kKnown = {
+          "name",          "capacity", "maximum-capacity", "acl_submit_applications",
+          "acl_administer_queue", "default-application-priority", "max-application-priority"};
       if (!kKnown.count(it.key())) {
         return InvalidArgumentError(where + "." + it.key() +
                                     ": unknown field (queues take name, capacity, "
                                     "maximum-capacity, acl_submit_applications, "
-                                    "acl_administer_queue)");
+                                    "acl_administer_queue, default-application-priority, "
+                                    "max-application-priority)");
       }
     }
     QueueConfig c;
@@ -83,6 +96,14 @@ StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
       field = std::move(parsed);
       // "*" to submit is the same as no ACL: everyone.
       if (&field == &c.submit_acl && field->everyone) field.reset();
+    }
+    ASSIGN_OR_RETURN(c.default_priority, Priority(q, "default-application-priority", where));
+    ASSIGN_OR_RETURN(c.max_priority, Priority(q, "max-application-priority", where));
+    if (c.default_priority > c.max_priority) {
+      return InvalidArgumentError(where + ".default-application-priority: " +
+                                  std::to_string(c.default_priority) +
+                                  " is above the queue's max-application-priority (" +
+                                  std::to_string(c.max_priority) + ")");
     }
     total += c.guaranteed_share;
     out.push_back(std::move(c));

@@ -3,7 +3,10 @@
 //                "acl_submit_applications": "alice,bob ml",
 //                "acl_administer_queue": " ml-leads"}]}
 // capacity is the guaranteed share and maximum-capacity the cap, in percent of the cluster
-// (of its dominant resource, as DRF measures shares). The ACLs are Hadoop's "users groups"
+// (of its dominant resource, as DRF measures shares). default-application-priority is the
+// priority of an assembly that sets no tarn.priority (default 0), max-application-priority
+// the highest one may set (default 0, as YARN's yarn.cluster.max-application-priority: on a
+// shared machine nobody jumps the queue unless its operator says so). The ACLs are Hadoop's "users groups"
 // (common/acl.h): who may submit to the queue (absent: everyone), and who administers its
 // assemblies as an operator would (absent: nobody; YARN's root queue would say everyone).
 // The API checks them against the authenticated tenant's account and groups. A `default`
@@ -17,6 +20,7 @@
 #include <vector>
 
 #include "common/acl.h"
+#include "common/priority.h"
 #include "common/status.h"
 
 namespace tarn::scheduler {
@@ -27,6 +31,8 @@ struct QueueConfig {
   double maximum_share = 1;                // guaranteed_share..1
   std::optional<Acl> submit_acl;      // acl_submit_applications; none: everyone
   std::optional<Acl> administer_acl;  // acl_administer_queue; none: nobody
+  int default_priority = 0;           // default-application-priority
+  int max_priority = 0;               // max-application-priority
 
   // Whether `account` (in `groups`) may submit to the queue.
   bool Allows(const std::string& account, const std::vector<std::string>& groups = {}) const;

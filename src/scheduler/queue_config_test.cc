@@ -14,7 +14,9 @@ namespace tarn::scheduler {
       << ", maximum_share: " << q.maximum_share
       << ", acl_submit_applications: " << (q.submit_acl ? q.submit_acl->ToString() : "(none)")
       << ", acl_administer_queue: "
-      << (q.administer_acl ? q.administer_acl->ToString() : "(none)") << "}";
+      << (q.administer_acl ? q.administer_acl->ToString() : "(none)")
+      << ", default-application-priority: " << q.default_priority
+      << ", max-application-priority: " << q.max_priority << "}";
 }
 
 namespace {
@@ -175,6 +177,31 @@ TEST(ParseQueuesTest, NotAListIsAnError) {
 
 TEST(ParseQueuesTest, EntryThatIsNotAnObjectIsAnError) {
   ExpectError(json::parse(R"([{"name": "a"}, "b"])"), {"queues[1]", "expected an object"});
+}
+
+// YARN's names: the priority of a launch that names none, and the highest one may name;
+// both 0 when absent (so nobody outranks anybody unless the operator says).
+TEST(ParseQueuesTest, PrioritiesAreTheDefaultAndTheMaximumALaunchMayName) {
+  auto parsed = ParseQueues(json::parse(
+      R"([{"name": "urgent", "default-application-priority": 2, "max-application-priority": 10},
+          {"name": "low", "default-application-priority": -5, "max-application-priority": -1}])"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ((*parsed)[0].default_priority, 2);
+  EXPECT_EQ((*parsed)[0].max_priority, 10);
+  EXPECT_EQ((*parsed)[1].default_priority, -5);
+  EXPECT_EQ((*parsed)[1].max_priority, -1);
+  EXPECT_EQ((*parsed)[2].name, "default");
+  EXPECT_EQ((*parsed)[2].default_priority, 0);
+  EXPECT_EQ((*parsed)[2].max_priority, 0);
+  ExpectError(json::parse(R"([{"name": "a", "default-application-priority": 3}])"),
+              {"queues[0].default-application-priority", "3 is above the queue's "
+                                                         "max-application-priority (0)"});
+  ExpectError(json::parse(R"([{"name": "a", "max-application-priority": "high"}])"),
+              {"queues[0].max-application-priority", "expected an integer", "\"high\""});
+  ExpectError(json::parse(R"([{"name": "a", "max-application-priority": 1.5}])"),
+              {"queues[0].max-application-priority", "expected an integer"});
+  ExpectError(json::parse(R"([{"name": "a", "max-application-priority": 2000000000}])"),
+              {"queues[0].max-application-priority", "from -1000000000 to 1000000000"});
 }
 
 TEST(ParseQueuesTest, UnknownFieldIsAnError) {

@@ -54,7 +54,8 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
   return std::unique_ptr<Scheduler>(new Scheduler(std::move(options)));
 }
 
-Scheduler::Scheduler(Options options) : clock_(*options.clock) {
+Scheduler::Scheduler(Options options)
+    : clock_(*options.clock), reservation_after_(options.reservation_after) {
   for (NodeSpec& spec : options.nodes) {
     NodeState n;
     n.free = spec.capacity();
@@ -71,6 +72,16 @@ Scheduler::Scheduler(Options options) : clock_(*options.clock) {
     queue_index_[q.name] = static_cast<int>(queues_.size());
     queues_.push_back(QueueState{std::move(q), {}, {}, 0});
   }
+  reserved_.assign(nodes_.size(), Resources{});
+}
+
+StatusOr<int> Scheduler::EffectivePriority(const std::string& queue,
+                                           std::optional<int> asked) const {
+  const std::string& name = queue.empty() ? std::string("default") : queue;
+  auto it = queue_index_.find(name);
+  if (it == queue_index_.end()) return NotFoundError("queue \"" + name + "\" does not exist");
+  const QueueConfig& c = queues_[it->second].config;
+  return std::min(asked.value_or(c.default_priority), c.max_priority);
 }
 
 Status Scheduler::Validate(const Request& r, int* queue) const {
@@ -175,6 +186,7 @@ Status Scheduler::Submit(const Request& request) {
   unit.total = request.resources;
   unit.queue = queue;
   unit.user = request.user;
+  unit.priority = *EffectivePriority(queues_[queue].config.name, request.priority);
   unit.submitted = clock_.Now();
   std::vector<Task> tasks(1);
   tasks[0].id = request.id;
@@ -202,7 +214,11 @@ Status Scheduler::SubmitGang(const std::string& gang, const std::vector<Request>
       return InvalidArgumentError("gang \"" + gang +
                                   "\": every member must have the same user and queue");
     }
+    if (r.priority != members[0].priority) {
+      return InvalidArgumentError("gang \"" + gang + "\": every member must have the same priority");
+    }
     unit.queue = queue;
+    unit.priority = *EffectivePriority(queues_[queue].config.name, r.priority);
     unit.total += r.resources;
     Task t;
     t.id = r.id;
@@ -225,14 +241,19 @@ bool Scheduler::WithinMaximum(const QueueState& q, const Resources& extra) const
   return true;
 }
 
-int Scheduler::BestNode(const Resources& need) const {
+int Scheduler::BestNode(const Resources& need, bool others) const {
   // Best fit: the node left with the fewest free GPUs, then vcores, then memory. GPU work
   // packs onto nodes already in use, and CPU-only work prefers nodes whose GPUs are taken,
   // which keeps whole GPU nodes free for large GPU requests.
   int best = -1;
   std::tuple<int64_t, int64_t, int64_t> best_score{};
   for (size_t i = 0; i < nodes_.size(); ++i) {
-    const Resources& f = nodes_[i].free;
+    Resources f = nodes_[i].free;
+    if (others) {  // what the reservation leaves, none below zero
+      f -= reserved_[i];
+      f = {std::max<int64_t>(f.vcores, 0), std::max<int64_t>(f.memory_mib, 0),
+           std::max<int64_t>(f.gpus, 0)};
+    }
     if (!f.Fits(need)) continue;
     std::tuple<int64_t, int64_t, int64_t> score{f.gpus - need.gpus, f.vcores - need.vcores,
                                                 f.memory_mib - need.memory_mib};
@@ -276,13 +297,24 @@ void Scheduler::Unassign(Task& task) {
   task.state = State::kPending;
 }
 
-bool Scheduler::TryPlace(Unit& unit, std::string* reason) {
+bool Scheduler::TryPlace(Unit& unit, uint64_t seq, std::string* reason) {
+  // The reservation holds back work of its holder's priority or lower; more urgent work
+  // goes first anyway.
+  const bool others = reserving_ != 0 && seq != reserving_ &&
+                      unit.priority <= units_.at(reserving_).priority;
   std::vector<Task*> placed;
   for (const std::string& id : unit.tasks) {
     Task& t = tasks_.at(id);
-    int node = MaxFree().Fits(t.resources) ? BestNode(t.resources) : -1;
+    int node = MaxFree().Fits(t.resources) ? BestNode(t.resources, others) : -1;
     if (node < 0) {
       *reason = NoNodeReason(t.resources);
+      if (others && MaxFree().Fits(t.resources) && BestNode(t.resources, false) >= 0) {
+        const Unit& holder = units_.at(reserving_);
+        *reason = "what is free for " + ToString(t.resources) + " is reserved for " +
+                  (holder.gang.empty() ? holder.tasks[0] : "gang " + holder.gang) +
+                  ", which has waited longest at the highest priority (later work may use "
+                  "only what does not delay it)";
+      }
       if (!unit.gang.empty()) {
         *reason = "gang " + unit.gang + " (" + std::to_string(unit.tasks.size()) +
                   " instances) does not fit all at once: with " + std::to_string(placed.size()) +
@@ -301,19 +333,125 @@ void Scheduler::SetReason(const Unit& unit, const std::string& reason) {
   for (const std::string& id : unit.tasks) tasks_.at(id).reason = reason;
 }
 
+void Scheduler::ClearReservation() {
+  if (reserving_ != 0) {
+    if (auto it = units_.find(reserving_); it != units_.end()) it->second.plan.clear();
+  }
+  reserving_ = 0;
+  reserved_.assign(nodes_.size(), Resources{});
+}
+
+void Scheduler::UpdateReservation() {
+  // The candidate: pending, within its queue's maximum, waited at least reservation_after;
+  // the highest priority, then the oldest.
+  const Clock::TimePoint now = clock_.Now();
+  uint64_t best = 0;
+  for (const QueueState& q : queues_) {
+    for (const auto& [user, uq] : q.users) {
+      for (const auto& [seq, unused] : uq.pending) {
+        const Unit& u = units_.at(seq);
+        if (now - u.submitted < reservation_after_ || !WithinMaximum(q, u.total)) continue;
+        if (best == 0) {
+          best = seq;
+          continue;
+        }
+        const Unit& b = units_.at(best);
+        if (u.priority > b.priority || (u.priority == b.priority && seq < best)) best = seq;
+      }
+    }
+  }
+  if (best == reserving_) return;
+  ClearReservation();
+  if (best == 0) return;
+  // Its plan: each task on the node with the most free (GPUs, then vcores, then memory)
+  // among those whose capacity still holds it beside the tasks planned there before.
+  Unit& unit = units_.at(best);
+  std::vector<Resources> planned(nodes_.size());
+  std::vector<int> plan;
+  for (const std::string& id : unit.tasks) {
+    const Task& t = tasks_.at(id);
+    int chosen = -1;
+    std::tuple<int64_t, int64_t, int64_t> most{};
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      if (!(nodes_[i].spec.capacity() - planned[i]).Fits(t.resources)) continue;
+      const Resources f = nodes_[i].free - planned[i];
+      std::tuple<int64_t, int64_t, int64_t> score{f.gpus, f.vcores, f.memory_mib};
+      if (chosen < 0 || score > most) {
+        chosen = static_cast<int>(i);
+        most = score;
+      }
+    }
+    if (chosen < 0) return;  // its tasks never fit side by side: nothing to reserve
+    planned[chosen] += t.resources;
+    plan.push_back(chosen);
+  }
+  reserving_ = best;
+  reserved_ = std::move(planned);
+  unit.plan = std::move(plan);
+}
+
+Scheduler::Reservation Scheduler::CurrentReservation() const {
+  Reservation r;
+  if (reserving_ == 0) return r;
+  const Unit& u = units_.at(reserving_);
+  r.holder = u.gang.empty() ? u.tasks[0] : u.gang;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    if (!(reserved_[i] == Resources{})) r.nodes.emplace_back(nodes_[i].spec.name, reserved_[i]);
+  }
+  return r;
+}
+
 std::vector<Placement> Scheduler::Schedule() {
   std::vector<Placement> out;
+  auto commit = [&](uint64_t seq) {
+    Unit& unit = units_.at(seq);
+    QueueState& q = queues_[unit.queue];
+    UserInQueue& uq = q.users[unit.user];
+    for (const std::string& id : unit.tasks) {
+      const Task& t = tasks_.at(id);
+      out.push_back({t.id, nodes_[t.node].spec.name, t.gpus});
+    }
+    q.used += unit.total;
+    uq.used += unit.total;
+    uq.pending.erase(seq);
+    --q.pending_units;
+  };
+
+  // The reservation's holder goes first, and is placed the moment it fits.
+  UpdateReservation();
+  if (reserving_ != 0) {
+    Unit& unit = units_.at(reserving_);
+    std::string reason;
+    if (TryPlace(unit, reserving_, &reason)) {
+      commit(reserving_);
+      ClearReservation();
+    } else {
+      std::string where;
+      for (size_t i = 0; i < nodes_.size(); ++i) {
+        if (reserved_[i] == Resources{}) continue;
+        where += (where.empty() ? "" : "; ") + nodes_[i].spec.name + ": " + ToString(reserved_[i]);
+      }
+      const auto waited =
+          std::chrono::duration_cast<std::chrono::seconds>(clock_.Now() - unit.submitted);
+      SetReason(unit, reason + "; holds the reservation (waited " +
+                          std::to_string(waited.count()) + " s, the longest at priority " +
+                          std::to_string(unit.priority) + "): " + where +
+                          ", which later work may not take");
+    }
+  }
 
   // Per queue, the users with work to try in this pass and where each stands.
   struct UserCursor {
+    int priority;  // of its next unit
     double share;
     uint64_t oldest;
     std::string user;
-    std::vector<uint64_t> units;  // pending units, oldest first
+    std::vector<uint64_t> units;  // pending units, highest priority first, then oldest
     size_t next = 0;
   };
   auto user_after = [](const UserCursor* a, const UserCursor* b) {
-    return std::tie(a->share, a->oldest, a->user) > std::tie(b->share, b->oldest, b->user);
+    return std::make_tuple(-a->priority, a->share, a->oldest, std::cref(a->user)) >
+           std::make_tuple(-b->priority, b->share, b->oldest, std::cref(b->user));
   };
   using UserHeap = std::priority_queue<UserCursor*, std::vector<UserCursor*>, decltype(user_after)>;
   std::vector<std::vector<std::unique_ptr<UserCursor>>> cursors(queues_.size());
@@ -328,6 +466,10 @@ std::vector<Placement> Scheduler::Schedule() {
       c->oldest = u.pending.begin()->first;
       c->user = name;
       for (const auto& [seq, unused] : u.pending) c->units.push_back(seq);
+      std::stable_sort(c->units.begin(), c->units.end(), [&](uint64_t a, uint64_t b) {
+        return units_.at(a).priority > units_.at(b).priority;
+      });
+      c->priority = units_.at(c->units[0]).priority;
       user_heaps[qi].push(c.get());
       cursors[qi].push_back(std::move(c));
     }
@@ -356,6 +498,7 @@ std::vector<Placement> Scheduler::Schedule() {
       UserInQueue& uq = q.users[c->user];
       for (; c->next < c->units.size(); ++c->next) {
         uint64_t seq = c->units[c->next];
+        if (seq == reserving_) continue;  // tried first, above
         Unit& unit = units_.at(seq);
         if (!WithinMaximum(q, unit.total)) {
           SetReason(unit, "queue " + q.config.name + " holds " +
@@ -365,24 +508,18 @@ std::vector<Placement> Scheduler::Schedule() {
           continue;
         }
         std::string reason;
-        if (!TryPlace(unit, &reason)) {
+        if (!TryPlace(unit, seq, &reason)) {
           SetReason(unit, reason);
           continue;
         }
-        for (const std::string& id : unit.tasks) {
-          const Task& t = tasks_.at(id);
-          out.push_back({t.id, nodes_[t.node].spec.name, t.gpus});
-        }
-        q.used += unit.total;
-        uq.used += unit.total;
-        uq.pending.erase(seq);
-        --q.pending_units;
+        commit(seq);
         ++c->next;
         placed_one = true;
         break;
       }
       if (placed_one && c->next < c->units.size()) {
         c->share = DominantShare(uq.used, total_);
+        c->priority = units_.at(c->units[c->next]).priority;
         users.push(c);
       }
     }
@@ -424,6 +561,7 @@ Status Scheduler::Release(const std::string& id) {
   uint64_t seq = t.unit;
   unit.tasks.erase(std::find(unit.tasks.begin(), unit.tasks.end(), id));
   tasks_.erase(it);
+  if (seq == reserving_) ClearReservation();  // a smaller gang plans anew next pass
   if (unit.tasks.empty()) {
     if (uq.pending.erase(seq)) --q.pending_units;
     if (uq.pending.empty() && uq.used == Resources{}) q.users.erase(unit.user);  // uq dies here
@@ -462,6 +600,7 @@ Status Scheduler::Restore(const Request& request, const std::string& node,
   unit.total = request.resources;
   unit.queue = queue;
   unit.user = request.user;
+  unit.priority = *EffectivePriority(queues_[queue].config.name, request.priority);
   unit.submitted = clock_.Now();
   uint64_t seq = next_seq_++;
   Task t;

@@ -3,11 +3,19 @@
 // Requests (one instance each, or a gang placed all together or not at all) wait until
 // Schedule() places them. Order of consideration: queues below their guaranteed share
 // first (lowest share/guarantee first), then the others by lowest share; inside a queue,
-// the user with the lowest dominant share (DRF); then the oldest request. A queue never goes
-// past its maximum share. A request that does not fit is skipped, not waited for, so smaller
-// work behind it runs (no reservations, no preemption yet). GPUs are whole and exclusive,
+// the highest priority first (YARN's application priority: the queue's
+// default-application-priority unless the request says, never above its
+// max-application-priority), then the user with the lowest dominant share (DRF), then the
+// oldest request. A queue never goes past its maximum share. A request that does not fit is
+// skipped so smaller work behind it runs, until the oldest waiting request of the highest
+// priority has waited `reservation_after`: it then holds a reservation (as Slurm's backfill
+// reserves for its top job) of nodes it will fit on, and later work of its priority or
+// lower may use only what does not delay it, so a large gang is not starved by a stream of
+// small requests. One request
+// holds the reservation at a time. No preemption yet. GPUs are whole and exclusive,
 // assigned by device index. Every request has a Decision a user can read: placed (node,
-// GPU indices), pending (why), or infeasible (why it never can be).
+// GPU indices), pending (why, and whether it holds the reservation), or infeasible (why it
+// never can be).
 //
 // Pure and deterministic: no threads, no I/O, no randomness; the clock only stamps
 // submissions. Not thread-safe: one owner thread calls everything.
@@ -16,6 +24,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <variant>
@@ -33,6 +42,11 @@ struct Request {
   std::string user;   // who is charged for it
   std::string queue;  // empty: "default"
   Resources resources;
+  // Higher goes first within its queue. None: the queue's default-application-priority; one
+  // above the queue's max-application-priority counts as that maximum (the API refuses such
+  // a launch; a stored one meets a lowered maximum after a restart). A gang's members share
+  // one.
+  std::optional<int> priority = std::nullopt;
 };
 
 struct Placed {
@@ -90,6 +104,9 @@ class Scheduler {
     std::vector<NodeSpec> nodes;
     std::vector<QueueConfig> queues;  // from ParseQueues (includes "default")
     const Clock* clock = nullptr;     // required
+    // How long the oldest pending request of the highest priority waits before it holds a
+    // reservation.
+    Clock::Duration reservation_after = std::chrono::seconds(60);
   };
 
   static StatusOr<std::unique_ptr<Scheduler>> Create(Options options);
@@ -108,6 +125,18 @@ class Scheduler {
 
   // The decision for a live request; NotFound for an unknown or released id.
   StatusOr<Decision> Get(const std::string& id) const;
+
+  // The priority a request of `queue` asking for `asked` runs at: asked, else the queue's
+  // default, never above the queue's maximum. NotFound for an unknown queue.
+  StatusOr<int> EffectivePriority(const std::string& queue, std::optional<int> asked) const;
+
+  // The request (a single request's id, or a gang's name) that holds the reservation now,
+  // and what it reserves on which node; empty when none does.
+  struct Reservation {
+    std::string holder;
+    std::vector<std::pair<std::string, Resources>> nodes;
+  };
+  Reservation CurrentReservation() const;
 
   // Frees a placed request's resources, or withdraws a pending one; the id is forgotten.
   Status Release(const std::string& id);
@@ -137,7 +166,10 @@ class Scheduler {
     Resources total;
     int queue = 0;
     std::string user;
+    int priority = 0;
     Clock::TimePoint submitted;
+    // While it holds the reservation: the node (index) each of its tasks is to run on.
+    std::vector<int> plan;
   };
   struct UserInQueue {
     Resources used;
@@ -158,11 +190,15 @@ class Scheduler {
   explicit Scheduler(Options options);
   Status Validate(const Request& r, int* queue) const;
   std::string InfeasibleReason(const Resources& need, const QueueState& q) const;
-  int BestNode(const Resources& need) const;
+  // The best node for `need`; with `others` true, only what the reservation leaves.
+  int BestNode(const Resources& need, bool others) const;
+  // Chooses the request that holds the reservation for this pass and plans its nodes.
+  void UpdateReservation();
+  void ClearReservation();
   void Assign(Task& task, int node);
   void Unassign(Task& task);
   // Tries to place every task of the unit; on failure undoes it and returns the reason.
-  bool TryPlace(Unit& unit, std::string* reason);
+  bool TryPlace(Unit& unit, uint64_t seq, std::string* reason);
   std::string NoNodeReason(const Resources& need);
   // Per dimension, the most any one node has free. Recomputed after a change, on demand.
   const Resources& MaxFree();
@@ -182,6 +218,9 @@ class Scheduler {
   Resources largest_node_;  // per-dimension maxima of node capacities
   Resources max_free_;
   bool max_free_stale_ = true;
+  Clock::Duration reservation_after_;
+  uint64_t reserving_ = 0;           // the unit holding the reservation; 0: none
+  std::vector<Resources> reserved_;  // per node: what that unit's plan puts there
 };
 
 }  // namespace tarn::scheduler

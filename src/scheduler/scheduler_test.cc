@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <random>
 #include <set>
@@ -18,14 +19,15 @@ NodeSpec Node(const std::string& name, int64_t vcores, int64_t memory_mib, int g
 
 class SchedulerTest : public ::testing::Test {
  protected:
-  void Make(std::vector<NodeSpec> nodes, std::vector<QueueConfig> queues = {}) {
-    auto s = Scheduler::Create({std::move(nodes), std::move(queues), &clock_});
+  void Make(std::vector<NodeSpec> nodes, std::vector<QueueConfig> queues = {},
+            Clock::Duration reservation_after = std::chrono::seconds(60)) {
+    auto s = Scheduler::Create({std::move(nodes), std::move(queues), &clock_, reservation_after});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     sched_ = std::move(s).value();
   }
   void Submit(const std::string& id, const std::string& user, Resources r,
-              const std::string& queue = "") {
-    Status s = sched_->Submit({id, user, queue, r});
+              const std::string& queue = "", std::optional<int> priority = std::nullopt) {
+    Status s = sched_->Submit({id, user, queue, r, priority});
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
   Decision Get(const std::string& id) {
@@ -335,6 +337,197 @@ TEST_F(SchedulerTest, RestoreRejectsConflicts) {
   auto p = sched_->Schedule();
   ASSERT_EQ(p.size(), 1u);
   EXPECT_EQ(p[0].gpus, (std::vector<int>{0}));
+}
+
+// ---- priorities ----------------------------------------------------------------------
+
+QueueConfig PriorityQueue(const std::string& name, int default_priority, int max_priority) {
+  QueueConfig q{name, 0, 1, {}, {}};
+  q.default_priority = default_priority;
+  q.max_priority = max_priority;
+  return q;
+}
+
+// Within a queue the highest priority goes first, before the users' dominant shares and the
+// requests' ages; at equal priority DRF and age decide as before.
+TEST_F(SchedulerTest, TheHighestPriorityGoesFirstInItsQueue) {
+  Make({Node("n1", 2, 4096)}, {PriorityQueue("default", 0, 10)});
+  Submit("bob/older", "bob", {1, 100, 0});
+  Submit("alice/old", "alice", {1, 100, 0});
+  Submit("alice/urgent", "alice", {1, 100, 0}, "", 10);
+  Submit("carol/default", "carol", {1, 100, 0});
+  sched_->Schedule();
+  EXPECT_TRUE(IsPlaced("alice/urgent"));
+  // Then, at priority 0, DRF: bob and carol hold nothing, alice half the node; of bob and
+  // carol, the older request.
+  EXPECT_FALSE(IsPlaced("alice/old"));
+  EXPECT_TRUE(IsPlaced("bob/older"));
+  EXPECT_FALSE(IsPlaced("carol/default"));
+}
+
+TEST_F(SchedulerTest, APriorityIsTheQueuesDefaultAndNeverAboveItsMaximum) {
+  Make({Node("n1", 2, 4096)}, {PriorityQueue("gpu", 3, 5)});
+  EXPECT_EQ(*sched_->EffectivePriority("gpu", std::nullopt), 3);
+  EXPECT_EQ(*sched_->EffectivePriority("gpu", 4), 4);
+  EXPECT_EQ(*sched_->EffectivePriority("gpu", 50), 5);  // a stored launch meets a lower cap
+  EXPECT_EQ(*sched_->EffectivePriority("gpu", -7), -7);
+  // The default queue (added, as ParseQueues adds it) allows none above 0, as YARN's
+  // cluster-wide max-application-priority defaults to 0.
+  EXPECT_EQ(*sched_->EffectivePriority("", 9), 0);
+  EXPECT_EQ(sched_->EffectivePriority("nope", 1).status().code(), StatusCode::kNotFound);
+  // Capped at submission: a request asking for 50 in "gpu" waits behind one at 5 only by age.
+  Submit("u/five", "u", {2, 100, 0}, "gpu", 5);
+  Submit("u/fifty", "u", {2, 100, 0}, "gpu", 50);
+  sched_->Schedule();
+  EXPECT_TRUE(IsPlaced("u/five"));
+  EXPECT_FALSE(IsPlaced("u/fifty"));
+}
+
+TEST_F(SchedulerTest, AGangsMembersShareOnePriority) {
+  Make({Node("n1", 4, 4096)}, {PriorityQueue("default", 0, 10)});
+  Status s = sched_->SubmitGang("u/g", {{"u/g/a", "u", "", {1, 100, 0}, 1},
+                                        {"u/g/b", "u", "", {1, 100, 0}, 2}});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("same priority"), std::string::npos) << s.ToString();
+}
+
+// ---- reservations --------------------------------------------------------------------
+
+// A 4-GPU gang (2 members of 2 GPUs) on a 4-GPU node behind a steady stream of 1-GPU
+// requests of the same priority: each time a GPU frees, a 1-GPU request takes it and the
+// gang never has 4 at once. With a reservation after 60 s of waiting, the GPUs that free are
+// held for the gang, which is placed once all four are free.
+TEST_F(SchedulerTest, AFourGpuGangBehindAStreamOfOneGpuRequestsIsPlacedAfterItsReservation) {
+  auto run = [this](Clock::Duration reservation_after, int rounds, std::string* holder_reason,
+                    std::string* blocked_reason) {
+    Make({Node("n1", 16, 65536, 4)}, {}, reservation_after);
+    std::deque<std::string> running;
+    int next = 0;
+    auto one_more = [&] {
+      const std::string id = "stream/" + std::to_string(next++);
+      Submit(id, "stream", {1, 1024, 1});
+      return id;
+    };
+    for (int i = 0; i < 4; ++i) one_more();
+    for (const Placement& p : sched_->Schedule()) running.push_back(p.id);
+    EXPECT_EQ(running.size(), 4u);
+    EXPECT_TRUE(sched_
+                    ->SubmitGang("gang/train", {{"gang/train/worker-0", "gang", "", {2, 1024, 2}},
+                                                {"gang/train/worker-1", "gang", "", {2, 1024, 2}}})
+                    .ok());
+    one_more();  // always one 1-GPU request waiting beside the gang
+    for (int round = 1; round <= rounds; ++round) {
+      clock_.Advance(std::chrono::seconds(10));
+      // The oldest 1-GPU job ends, and another arrives.
+      EXPECT_TRUE(sched_->Release(running.front()).ok());
+      running.pop_front();
+      one_more();
+      for (const Placement& p : sched_->Schedule()) {
+        if (p.id.rfind("gang/", 0) == 0) return round;
+        running.push_back(p.id);
+      }
+      if (holder_reason->empty() && PendingReason("gang/train/worker-0").find("reservation") !=
+                                        std::string::npos) {
+        *holder_reason = PendingReason("gang/train/worker-0");
+        *blocked_reason = PendingReason("stream/" + std::to_string(next - 1));
+      }
+    }
+    return -1;
+  };
+  std::string holder, blocked;
+  // Without a reservation within the test's 100 rounds (1,000 s): never.
+  EXPECT_EQ(run(std::chrono::hours(1), 100, &holder, &blocked), -1);
+  EXPECT_EQ(holder, "");
+  // With one after 60 s: the reservation starts in round 6 (60 s), the four running jobs
+  // end by round 9, and the gang is placed then.
+  const int placed = run(std::chrono::seconds(60), 100, &holder, &blocked);
+  EXPECT_GE(placed, 6);
+  EXPECT_LE(placed, 10);
+  EXPECT_NE(holder.find("holds the reservation (waited 60 s, the longest at priority 0): n1: "
+                        "4 vcores, 2048 MiB, 4 GPUs"),
+            std::string::npos)
+      << holder;
+  EXPECT_NE(blocked.find("is reserved for gang gang/train"), std::string::npos) << blocked;
+}
+
+// Later work may use what the reservation does not need (backfill): CPU-only work runs beside
+// a reservation of GPUs, GPU work does not.
+TEST_F(SchedulerTest, WorkThatDoesNotDelayTheReservationStillRuns) {
+  Make({Node("n1", 8, 16384, 2)}, {}, std::chrono::seconds(0));
+  Submit("a/gpu", "a", {1, 1024, 1});
+  sched_->Schedule();
+  Submit("b/two-gpus", "b", {2, 2048, 2});
+  clock_.Advance(std::chrono::seconds(1));
+  Submit("c/cpu", "c", {4, 4096, 0});
+  Submit("c/gpu", "c", {1, 1024, 1});
+  sched_->Schedule();
+  EXPECT_FALSE(IsPlaced("b/two-gpus"));
+  EXPECT_TRUE(IsPlaced("c/cpu"));
+  EXPECT_FALSE(IsPlaced("c/gpu")) << "the free GPU is b's when a's frees";
+  auto r = sched_->CurrentReservation();
+  EXPECT_EQ(r.holder, "b/two-gpus");
+  ASSERT_EQ(r.nodes.size(), 1u);
+  EXPECT_EQ(r.nodes[0].first, "n1");
+  EXPECT_EQ(r.nodes[0].second, (Resources{2, 2048, 2}));
+  ASSERT_TRUE(sched_->Release("a/gpu").ok());
+  sched_->Schedule();
+  EXPECT_TRUE(IsPlaced("b/two-gpus"));
+  EXPECT_EQ(sched_->CurrentReservation().holder, "");
+  EXPECT_FALSE(IsPlaced("c/gpu"));  // nothing left for it
+}
+
+// The reservation goes to the highest priority first, then the oldest; a withdrawn holder
+// leaves it to the next.
+TEST_F(SchedulerTest, TheReservationGoesToTheHighestPriorityThenTheOldest) {
+  Make({Node("n1", 4, 4096, 2)}, {PriorityQueue("default", 0, 10)}, std::chrono::seconds(30));
+  Submit("x/holder", "x", {1, 100, 2});
+  sched_->Schedule();
+  Submit("a/old", "a", {1, 100, 2});
+  clock_.Advance(std::chrono::seconds(10));
+  Submit("b/urgent", "b", {1, 100, 2}, "", 5);
+  clock_.Advance(std::chrono::seconds(25));
+  sched_->Schedule();  // a has waited 35 s, b 25 s: only a may reserve
+  EXPECT_EQ(sched_->CurrentReservation().holder, "a/old");
+  clock_.Advance(std::chrono::seconds(5));
+  sched_->Schedule();  // both have waited 30 s or more: b, of the higher priority
+  EXPECT_EQ(sched_->CurrentReservation().holder, "b/urgent");
+  ASSERT_TRUE(sched_->Release("b/urgent").ok());
+  EXPECT_EQ(sched_->CurrentReservation().holder, "");
+  sched_->Schedule();
+  EXPECT_EQ(sched_->CurrentReservation().holder, "a/old");
+  ASSERT_TRUE(sched_->Release("x/holder").ok());
+  sched_->Schedule();
+  EXPECT_TRUE(IsPlaced("a/old"));
+}
+
+// A reservation holds back work of its holder's priority or lower, not more urgent work.
+TEST_F(SchedulerTest, MoreUrgentWorkIsNotHeldBackByAReservation) {
+  Make({Node("n1", 4, 4096, 2)}, {PriorityQueue("default", 0, 10)}, std::chrono::seconds(10));
+  Submit("x/one", "x", {1, 100, 1});
+  sched_->Schedule();
+  Submit("a/two", "a", {1, 100, 2});
+  clock_.Advance(std::chrono::seconds(10));
+  Submit("b/low", "b", {1, 100, 1});
+  sched_->Schedule();
+  EXPECT_EQ(sched_->CurrentReservation().holder, "a/two");
+  EXPECT_FALSE(IsPlaced("b/low")) << "the free GPU is a's when x's frees";
+  // More urgent, and not waiting long enough to take the reservation over: placed beside it.
+  Submit("c/urgent", "c", {1, 100, 1}, "", 3);
+  sched_->Schedule();
+  EXPECT_TRUE(IsPlaced("c/urgent"));
+  EXPECT_EQ(sched_->CurrentReservation().holder, "a/two");
+  EXPECT_FALSE(IsPlaced("b/low"));
+}
+
+// Infeasible work and work past its queue's maximum never hold a reservation.
+TEST_F(SchedulerTest, WorkThatCannotRunHoldsNoReservation) {
+  Make({Node("n1", 4, 4096, 2)}, {{"small", 0, 0.5, {}, {}}}, std::chrono::seconds(0));
+  Submit("u/too-big", "u", {1, 100, 3});
+  Submit("u/past-cap", "u", {1, 100, 2}, "small");
+  clock_.Advance(std::chrono::seconds(5));
+  sched_->Schedule();
+  EXPECT_EQ(sched_->CurrentReservation().holder, "");
+  EXPECT_TRUE(std::holds_alternative<Infeasible>(Get("u/too-big")));
 }
 
 TEST_F(SchedulerTest, SameInputsSamePlacements) {

@@ -117,6 +117,7 @@ struct Manager::Impl {
     std::vector<Comp> comps;
     std::deque<Event> events;
     uint64_t last_event = 0;                // the serial of its newest event; 0: none
+    int priority = 0;                       // as its queue sees it (tarn.priority, capped)
     bool gang_placed = false;               // the gang got its place since the last (re)start
     std::optional<std::string> hosts_sent;  // the names last given to backend.NamesChanged
   };
@@ -175,6 +176,12 @@ struct Manager::Impl {
   }
 
   void BuildComps(Asm& a) {
+    const std::string queue = a.spec.queue.empty() ? "default" : a.spec.queue;
+    for (const scheduler::QueueUsage& q : backend.Queues()) {
+      if (q.config.name != queue) continue;
+      a.priority = std::min(a.spec.priority.value_or(q.config.default_priority),
+                            q.config.max_priority);
+    }
     a.comps.clear();
     for (size_t k = 0; k < a.spec.components.size(); ++k) {
       Comp c;
@@ -860,6 +867,7 @@ Status Manager::Launch(const std::string& user, const spec::Assembly& assembly,
   {
     // The queue must exist: refused now rather than pending forever. Whether it admits the
     // caller (acl_submit_applications) is the API's to decide: it knows the caller's groups.
+    // A priority above the queue's max-application-priority is refused, naming the cap.
     const std::string queue = assembly.queue.empty() ? "default" : assembly.queue;
     std::string names;
     bool found = false;
@@ -867,6 +875,13 @@ Status Manager::Launch(const std::string& user, const spec::Assembly& assembly,
       names += (names.empty() ? "" : ", ") + q.config.name;
       if (q.config.name != queue) continue;
       found = true;
+      if (assembly.priority && *assembly.priority > q.config.max_priority) {
+        return PermissionDeniedError(
+            "configuration.properties[\"tarn.priority\"]: " +
+            std::to_string(*assembly.priority) +
+            " is above queue " + queue + "'s max-application-priority (" +
+            std::to_string(q.config.max_priority) + "; the server's config sets it per queue)");
+      }
     }
     if (!found && !names.empty()) {
       return InvalidArgumentError("queue: there is no queue \"" + queue + "\" (queues: " + names +
@@ -1210,6 +1225,7 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
   s.diagnostics = a.rec.diagnostics;
   s.spec_json = a.rec.spec_json;
   s.queue = a.spec.queue.empty() ? "default" : a.spec.queue;
+  s.priority = a.priority;
   s.created_ms = a.rec.created_ms;
   if (a.rec.lifetime_deadline_ms > 0) {
     s.lifetime_deadline_ms = a.rec.lifetime_deadline_ms;

@@ -72,6 +72,7 @@ struct AssemblyStatus {
   std::string diagnostics;
   std::string spec_json;  // the assembly as accepted, with flexes applied
   std::string queue;
+  int priority = 0;  // tarn.priority, else the queue's default; capped by the queue's maximum
   int64_t created_ms = 0;
   int64_t lifetime_remaining_s = -1;  // -1: unlimited
   int64_t lifetime_deadline_ms = 0;   // wall clock; 0: unlimited

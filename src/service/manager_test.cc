@@ -119,6 +119,8 @@ class FakeBackend final : public Backend {
     def.config.name = "default";
     research.config.name = "research";
     research.config.submit_acl = Acl{false, {"alice"}, {}};
+    research.config.default_priority = 2;
+    research.config.max_priority = 5;
     return {def, research};
   }
   std::string LogFile(const InstanceRef&, bool) const override { return ""; }
@@ -449,6 +451,31 @@ TEST_F(ManagerTest, UnknownQueuesAreRefusedAtLaunch) {
   j["queue"] = "research";
   EXPECT_TRUE(Launch(j, "alice").ok());
   EXPECT_EQ(manager_->Get("alice", "fmnist")->queue, "research");
+}
+
+// tarn.priority: the queue's default when absent; above the queue's
+// max-application-priority the launch is refused, naming the cap.
+TEST_F(ManagerTest, APriorityAboveTheQueuesMaximumIsRefusedAtLaunch) {
+  json j = Training();
+  j["queue"] = "research";
+  j["configuration"]["properties"]["tarn.priority"] = "6";
+  Status s = Launch(j, "alice");
+  EXPECT_EQ(s.code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ(s.message(),
+            "configuration.properties[\"tarn.priority\"]: 6 is above queue research's "
+            "max-application-priority (5; the server's config sets it per queue)");
+  EXPECT_EQ(manager_->Get("alice", "fmnist").status().code(), StatusCode::kNotFound);
+  j["configuration"]["properties"]["tarn.priority"] = "5";
+  ASSERT_TRUE(Launch(j, "alice").ok());
+  EXPECT_EQ(manager_->Get("alice", "fmnist")->priority, 5);
+  j["name"] = "other";
+  j["configuration"]["properties"].erase("tarn.priority");
+  ASSERT_TRUE(Launch(j, "alice").ok());
+  EXPECT_EQ(manager_->Get("alice", "other")->priority, 2);  // the queue's default
+  j["name"] = "third";
+  j.erase("queue");
+  j["configuration"]["properties"]["tarn.priority"] = "1";
+  EXPECT_EQ(Launch(j, "alice").code(), StatusCode::kPermissionDenied);  // default's max is 0
 }
 
 TEST_F(ManagerTest, WaitsForResourcesAndSaysWhy) {

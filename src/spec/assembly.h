@@ -127,6 +127,8 @@ struct Assembly {
   DesiredState desired_state = DesiredState::kStarted;
   std::vector<Component> components;
   bool gang = true;  // tarn.gang: the components with a tf role are placed all or none
+  // tarn.priority: higher goes first in its queue; none: the queue's default.
+  std::optional<int> priority;
 
   friend bool operator==(const Assembly&, const Assembly&) = default;
 };

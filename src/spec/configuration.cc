@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "common/number.h"
+#include "common/priority.h"
 #include "spec/data_uri.h"
 #include "spec/object_reader.h"
 
@@ -228,8 +229,9 @@ constexpr std::array<YarnProperty, 17> kYarnProperties = {{
     {"yarn.service.queue", PropKind::kNoEffect, 0},
 }};
 
-constexpr std::array<std::string_view, 5> kTarnKeys = {
-    "tarn.tf.role", "tarn.tf.port", "tarn.ports", "tarn.ports.public", "tarn.gang"};
+constexpr std::array<std::string_view, 6> kTarnKeys = {
+    "tarn.tf.role", "tarn.tf.port", "tarn.ports", "tarn.ports.public", "tarn.gang",
+    "tarn.priority"};
 
 // "http, grpc" -> {"http", "grpc"}; empty items are dropped.
 std::vector<std::string> SplitNames(const std::string& text) {
@@ -401,12 +403,24 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
       } else if (value != "true" && value != "false") {
         diags.Error(path, Quote(value) + " must be true or false");
       }
+    } else if (key == "tarn.priority") {
+      auto priority = ParseInt64(value);
+      if (!service_level) {
+        diags.Error(path,
+                    "belongs in the service's configuration.properties (an assembly has one "
+                    "priority)");
+      } else if (!priority || *priority < kMinPriority ||
+                 *priority > kMaxPriority) {
+        diags.Error(path, Quote(value) + " is not a priority (an integer from " +
+                              std::to_string(kMinPriority) + " to " +
+                              std::to_string(kMaxPriority) + "; higher goes first)");
+      }
     } else if (key.rfind("tarn.", 0) == 0) {
       std::string hint =
           NearestHint(key, std::vector<std::string_view>(kTarnKeys.begin(), kTarnKeys.end()));
       diags.Error(path, "unknown tarn property" + hint +
                             "; tarn knows tarn.tf.role, tarn.tf.port, tarn.ports, "
-                            "tarn.ports.public, tarn.gang");
+                            "tarn.ports.public, tarn.gang, tarn.priority");
     } else if (key.rfind("yarn.service.", 0) == 0) {
       CheckYarnProperty(key, value, path, diags);
     }
@@ -416,8 +430,9 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
 Configuration MergeConfiguration(const Configuration& service, const Configuration& component) {
   Configuration out = component;
   for (const auto& [k, v] : service.properties) {
-    // tarn.gang is read from the service alone; it is not a component property.
-    if (k != "tarn.gang") out.properties.emplace(k, v);
+    // tarn.gang and tarn.priority are read from the service alone; they are not component
+    // properties.
+    if (k != "tarn.gang" && k != "tarn.priority") out.properties.emplace(k, v);
   }
   for (const auto& [k, v] : service.env) out.env.emplace(k, v);
   std::vector<ConfigFile> files;

@@ -6,6 +6,7 @@
 
 #include "common/file.h"
 #include "common/number.h"
+#include "common/priority.h"
 #include "spec/configuration.h"
 #include "spec/memory_size.h"
 #include "spec/object_reader.h"
@@ -104,6 +105,14 @@ class Parser {
     if (auto it = a.configuration.properties.find("tarn.gang");
         it != a.configuration.properties.end()) {
       a.gang = it->second != "false";
+    }
+    if (auto it = a.configuration.properties.find("tarn.priority");
+        it != a.configuration.properties.end()) {
+      // CheckProperties said what is wrong with a bad one.
+      if (auto p = ParseInt64(it->second);
+          p && *p >= kMinPriority && *p <= kMaxPriority) {
+        a.priority = static_cast<int>(*p);
+      }
     }
     if (auto v = r.StringMap("quicklinks")) a.quicklinks = std::move(*v);
     if (auto deps = r.StringList("dependencies"); deps && !deps->empty()) {

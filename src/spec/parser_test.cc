@@ -645,6 +645,24 @@ TEST(ParserTest, TarnGangAtServiceLevel) {
   ExpectOneError(j, "configuration.properties[\"tarn.gang\"]", "must be true or false");
 }
 
+TEST(ParserTest, TarnPriorityIsAnIntegerOfTheService) {
+  json j = Base();
+  EXPECT_EQ(Ok(ParseJson(j)).priority, std::nullopt);
+  j["configuration"]["properties"] = {{"tarn.priority", "10"}};
+  const Assembly& a = Ok(ParseJson(j));
+  EXPECT_EQ(a.priority, 10);
+  EXPECT_EQ(a.components[0].configuration.properties.count("tarn.priority"), 0u);
+  j["configuration"]["properties"] = {{"tarn.priority", "-3"}};
+  EXPECT_EQ(Ok(ParseJson(j)).priority, -3);
+  for (const char* bad : {"high", "1.5", "", "2000000000"}) {
+    j["configuration"]["properties"] = {{"tarn.priority", bad}};
+    ExpectOneError(j, "configuration.properties[\"tarn.priority\"]",
+                   "is not a priority (an integer from -1000000000 to 1000000000");
+  }
+  ExpectOneError(WithProps(Base(), {{"tarn.priority", "1"}}), kProps + "[\"tarn.priority\"]",
+                 "belongs in the service's configuration.properties");
+}
+
 TEST(ParserTest, TarnRoleAtServiceLevelIsRefused) {
   json j = Base();
   j["configuration"]["properties"] = {{"tarn.tf.role", "worker"}};

@@ -255,7 +255,7 @@ function Assembly({ name }) {
     <section class="card">
       <h2>${a.name} <${State} s=${a.state} /></h2>
       ${a.diagnostics && html`<p class="why">${a.diagnostics}</p>`}
-      <p class="facts">queue ${a.queue || 'default'} · launched ${when(a.launch_time)} ·
+      <p class="facts">queue ${a.queue || 'default'} · priority ${a.priority ?? 0} · launched ${when(a.launch_time)} ·
         lifetime ${a.lifetime < 0 ? 'unlimited' : `${a.lifetime} s`}</p>
       <div class="actions">
         <button onClick=${() => act('PUT', { state: 'STOPPED' })}>Stop</button>

@@ -36,6 +36,27 @@ function points(instance, name, keep = () => true) {
   return [...byTime.entries()].sort((a, b) => a[0] - b[0]);
 }
 
+// The inference APIs whose latency the serving charts show: TF Serving's predict and
+// KServe v2's infer.
+const INFERENCE = ['predict', 'infer'];
+
+// Each replica's p50 and p99 latency, in ms, per inference API it answered (a quantile is
+// never summed across APIs).
+function latencies(serving) {
+  const lines = [];
+  for (const i of serving) {
+    for (const apiName of INFERENCE) {
+      for (const q of ['p50', 'p99']) {
+        const pts = points(i, `tarn_serve_request_latency_seconds:${q}`, (l) => l.api === apiName);
+        if (pts.length > 0) {
+          lines.push({ label: `${i.instance} ${apiName} ${q}`, points: pts.map(([t, v]) => [t, v * 1000]) });
+        }
+      }
+    }
+  }
+  return lines;
+}
+
 // A replica's series of the versions it serves: tarn-serve's model_version_state, AVAILABLE.
 function available(instance) {
   return (instance.series || []).filter((s) => s.name === 'tarn_serve_model_version_state' &&
@@ -212,9 +233,7 @@ export function Metrics({ name }) {
     ${serving.length > 0 && html`<section class="card" id="serving"><h3>Serving</h3>
       <div class="charts">
         <${Chart} id="chart-rps" title="requests/s" lines=${per(serving, (i) => rate(points(i, 'tarn_serve_requests_total')))} />
-        <${Chart} id="chart-latency" title="predict latency p50 / p99 (ms)" empty="No predict requests yet." lines=${serving.flatMap((i) => [
-          { label: `${i.instance} p50`, points: points(i, 'tarn_serve_request_latency_seconds:p50', (l) => l.api === 'predict').map(([t, v]) => [t, v * 1000]) },
-          { label: `${i.instance} p99`, points: points(i, 'tarn_serve_request_latency_seconds:p99', (l) => l.api === 'predict').map(([t, v]) => [t, v * 1000]) }])} />
+        <${Chart} id="chart-latency" title="inference latency p50 / p99 (ms)" empty="No predict or infer requests yet." lines=${latencies(serving)} />
         <${Chart} id="chart-errors" title="errors/s (4xx and 5xx answers)" lines=${per(serving, (i) => rate(points(i, 'tarn_serve_request_failures_total')))} />
       </div></section>`}
     <section class="card" id="versions"><h3>Versions: training and serving</h3>

@@ -77,6 +77,7 @@ export async function trainingAndServing(page, url, name, replicas, out, { check
     `an exported version has its accuracy on the timeline: ${exported && JSON.stringify(exported)}`);
   check((await plotted('#chart-versions')) > 0, 'the version chart has points');
   check((await plotted('#chart-rps')) > 0, 'the requests/s chart has points');
+  check((await plotted('#chart-latency')) > 0, 'the inference latency chart has points');
   await page.screenshot({ path: `${out}/training.png`, fullPage: true });
   await page.locator('#versions').screenshot({ path: `${out}/serving.png` });
 }
