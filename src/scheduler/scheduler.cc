@@ -80,8 +80,7 @@ StatusOr<int> Scheduler::EffectivePriority(const std::string& queue,
   const std::string& name = queue.empty() ? std::string("default") : queue;
   auto it = queue_index_.find(name);
   if (it == queue_index_.end()) return NotFoundError("queue \"" + name + "\" does not exist");
-  const QueueConfig& c = queues_[it->second].config;
-  return std::min(asked.value_or(c.default_priority), c.max_priority);
+  return queues_[it->second].config.PriorityFor(asked);
 }
 
 Status Scheduler::Validate(const Request& r, int* queue) const {
@@ -186,7 +185,7 @@ Status Scheduler::Submit(const Request& request) {
   unit.total = request.resources;
   unit.queue = queue;
   unit.user = request.user;
-  unit.priority = *EffectivePriority(queues_[queue].config.name, request.priority);
+  unit.priority = queues_[queue].config.PriorityFor(request.priority);
   unit.submitted = clock_.Now();
   std::vector<Task> tasks(1);
   tasks[0].id = request.id;
@@ -215,10 +214,11 @@ Status Scheduler::SubmitGang(const std::string& gang, const std::vector<Request>
                                   "\": every member must have the same user and queue");
     }
     if (r.priority != members[0].priority) {
-      return InvalidArgumentError("gang \"" + gang + "\": every member must have the same priority");
+      return InvalidArgumentError("gang \"" + gang +
+                                  "\": every member must have the same priority");
     }
     unit.queue = queue;
-    unit.priority = *EffectivePriority(queues_[queue].config.name, r.priority);
+    unit.priority = queues_[queue].config.PriorityFor(r.priority);
     unit.total += r.resources;
     Task t;
     t.id = r.id;
@@ -300,8 +300,8 @@ void Scheduler::Unassign(Task& task) {
 bool Scheduler::TryPlace(Unit& unit, uint64_t seq, std::string* reason) {
   // The reservation holds back work of its holder's priority or lower; more urgent work
   // goes first anyway.
-  const bool others = reserving_ != 0 && seq != reserving_ &&
-                      unit.priority <= units_.at(reserving_).priority;
+  const bool others =
+      reserving_ != 0 && seq != reserving_ && unit.priority <= units_.at(reserving_).priority;
   std::vector<Task*> placed;
   for (const std::string& id : unit.tasks) {
     Task& t = tasks_.at(id);
@@ -334,9 +334,6 @@ void Scheduler::SetReason(const Unit& unit, const std::string& reason) {
 }
 
 void Scheduler::ClearReservation() {
-  if (reserving_ != 0) {
-    if (auto it = units_.find(reserving_); it != units_.end()) it->second.plan.clear();
-  }
   reserving_ = 0;
   reserved_.assign(nodes_.size(), Resources{});
 }
@@ -365,9 +362,8 @@ void Scheduler::UpdateReservation() {
   if (best == 0) return;
   // Its plan: each task on the node with the most free (GPUs, then vcores, then memory)
   // among those whose capacity still holds it beside the tasks planned there before.
-  Unit& unit = units_.at(best);
+  const Unit& unit = units_.at(best);
   std::vector<Resources> planned(nodes_.size());
-  std::vector<int> plan;
   for (const std::string& id : unit.tasks) {
     const Task& t = tasks_.at(id);
     int chosen = -1;
@@ -383,11 +379,9 @@ void Scheduler::UpdateReservation() {
     }
     if (chosen < 0) return;  // its tasks never fit side by side: nothing to reserve
     planned[chosen] += t.resources;
-    plan.push_back(chosen);
   }
   reserving_ = best;
   reserved_ = std::move(planned);
-  unit.plan = std::move(plan);
 }
 
 Scheduler::Reservation Scheduler::CurrentReservation() const {
@@ -427,16 +421,14 @@ std::vector<Placement> Scheduler::Schedule() {
       ClearReservation();
     } else {
       std::string where;
-      for (size_t i = 0; i < nodes_.size(); ++i) {
-        if (reserved_[i] == Resources{}) continue;
-        where += (where.empty() ? "" : "; ") + nodes_[i].spec.name + ": " + ToString(reserved_[i]);
+      for (const auto& [node, held] : CurrentReservation().nodes) {
+        where += (where.empty() ? "" : "; ") + node + ": " + ToString(held);
       }
       const auto waited =
           std::chrono::duration_cast<std::chrono::seconds>(clock_.Now() - unit.submitted);
-      SetReason(unit, reason + "; holds the reservation (waited " +
-                          std::to_string(waited.count()) + " s, the longest at priority " +
-                          std::to_string(unit.priority) + "): " + where +
-                          ", which later work may not take");
+      SetReason(unit, reason + "; holds the reservation (waited " + std::to_string(waited.count()) +
+                          " s, the longest at priority " + std::to_string(unit.priority) +
+                          "): " + where + ", which later work may not take");
     }
   }
 
@@ -565,7 +557,7 @@ Status Scheduler::Release(const std::string& id) {
   if (unit.tasks.empty()) {
     if (uq.pending.erase(seq)) --q.pending_units;
     if (uq.pending.empty() && uq.used == Resources{}) q.users.erase(unit.user);  // uq dies here
-    units_.erase(seq);  // and unit here
+    units_.erase(seq);                                                           // and unit here
   }
   return OkStatus();
 }
@@ -600,7 +592,7 @@ Status Scheduler::Restore(const Request& request, const std::string& node,
   unit.total = request.resources;
   unit.queue = queue;
   unit.user = request.user;
-  unit.priority = *EffectivePriority(queues_[queue].config.name, request.priority);
+  unit.priority = queues_[queue].config.PriorityFor(request.priority);
   unit.submitted = clock_.Now();
   uint64_t seq = next_seq_++;
   Task t;

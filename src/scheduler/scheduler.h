@@ -168,8 +168,6 @@ class Scheduler {
     std::string user;
     int priority = 0;
     Clock::TimePoint submitted;
-    // While it holds the reservation: the node (index) each of its tasks is to run on.
-    std::vector<int> plan;
   };
   struct UserInQueue {
     Resources used;
@@ -220,7 +218,7 @@ class Scheduler {
   bool max_free_stale_ = true;
   Clock::Duration reservation_after_;
   uint64_t reserving_ = 0;           // the unit holding the reservation; 0: none
-  std::vector<Resources> reserved_;  // per node: what that unit's plan puts there
+  std::vector<Resources> reserved_;  // per node: what that unit is planned to take there
 };
 
 }  // namespace tarn::scheduler

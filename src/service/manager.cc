@@ -131,7 +131,7 @@ struct Manager::Impl {
   std::set<std::pair<std::string, std::string>> dirty;  // instances to write: (asm key, name)
   std::set<std::string> dirty_assemblies;
   std::vector<std::function<void()>> actions;  // backend calls, made after the store write
-  uint64_t event_serial = 0;  // of the newest event of any assembly
+  uint64_t event_serial = 0;                   // of the newest event of any assembly
   uint64_t names_generation = ~uint64_t{0};    // the registry's, when names were last sent
 
   explicit Impl(Options o)
@@ -179,8 +179,7 @@ struct Manager::Impl {
     const std::string queue = a.spec.queue.empty() ? "default" : a.spec.queue;
     for (const scheduler::QueueUsage& q : backend.Queues()) {
       if (q.config.name != queue) continue;
-      a.priority = std::min(a.spec.priority.value_or(q.config.default_priority),
-                            q.config.max_priority);
+      a.priority = q.config.PriorityFor(a.spec.priority);
     }
     a.comps.clear();
     for (size_t k = 0; k < a.spec.components.size(); ++k) {
@@ -877,8 +876,7 @@ Status Manager::Launch(const std::string& user, const spec::Assembly& assembly,
       found = true;
       if (assembly.priority && *assembly.priority > q.config.max_priority) {
         return PermissionDeniedError(
-            "configuration.properties[\"tarn.priority\"]: " +
-            std::to_string(*assembly.priority) +
+            "configuration.properties[\"tarn.priority\"]: " + std::to_string(*assembly.priority) +
             " is above queue " + queue + "'s max-application-priority (" +
             std::to_string(q.config.max_priority) + "; the server's config sets it per queue)");
       }
