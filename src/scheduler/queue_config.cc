@@ -60,13 +60,14 @@ StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
     for (auto it = q.begin(); it != q.end(); ++it) {
       static const std::set<std::string> kKnown = {
           "name",          "capacity", "maximum-capacity", "acl_submit_applications",
-          "acl_administer_queue", "default-application-priority", "max-application-priority"};
+          "acl_administer_queue", "default-application-priority", "max-application-priority",
+          "disable_preemption"};
       if (!kKnown.count(it.key())) {
         return InvalidArgumentError(where + "." + it.key() +
                                     ": unknown field (queues take name, capacity, "
                                     "maximum-capacity, acl_submit_applications, "
                                     "acl_administer_queue, default-application-priority, "
-                                    "max-application-priority)");
+                                    "max-application-priority, disable_preemption)");
       }
     }
     QueueConfig c;
@@ -104,6 +105,13 @@ StatusOr<std::vector<QueueConfig>> ParseQueues(const nlohmann::json& queues) {
                                   std::to_string(c.default_priority) +
                                   " is above the queue's max-application-priority (" +
                                   std::to_string(c.max_priority) + ")");
+    }
+    if (auto dp = q.find("disable_preemption"); dp != q.end()) {
+      if (!dp->is_boolean()) {
+        return InvalidArgumentError(where + ".disable_preemption: expected true or false, got " +
+                                    dp->dump());
+      }
+      c.disable_preemption = dp->get<bool>();
     }
     total += c.guaranteed_share;
     out.push_back(std::move(c));

@@ -6,7 +6,8 @@
 // (of its dominant resource, as DRF measures shares). default-application-priority is the
 // priority of an assembly that sets no tarn.priority (default 0), max-application-priority
 // the highest one may set (default 0, as YARN's yarn.cluster.max-application-priority: on a
-// shared machine nobody jumps the queue unless its operator says so). The ACLs are Hadoop's
+// shared machine nobody jumps the queue unless its operator says so). disable_preemption
+// (default false) keeps the queue's running work from ever being preempted. The ACLs are Hadoop's
 // "users groups" (common/acl.h): who may submit to the queue (absent: everyone), and who
 // administers its assemblies as an operator would (absent: nobody; YARN's root queue would
 // say everyone).
@@ -35,6 +36,9 @@ struct QueueConfig {
   std::optional<Acl> administer_acl;  // acl_administer_queue; none: nobody
   int default_priority = 0;           // default-application-priority
   int max_priority = 0;               // max-application-priority
+  // disable_preemption (YARN's per-queue switch): its work is never taken back, neither
+  // for more urgent work of its own queue nor to give another queue its guarantee.
+  bool disable_preemption = false;
 
   // The priority a launch asking for `asked` runs at: asked, else default_priority, never
   // above max_priority.

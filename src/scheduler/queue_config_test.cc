@@ -204,6 +204,17 @@ TEST(ParseQueuesTest, PrioritiesAreTheDefaultAndTheMaximumALaunchMayName) {
               {"queues[0].max-application-priority", "from -1000000000 to 1000000000"});
 }
 
+// YARN's per-queue switch: the queue's running work is never preempted.
+TEST(ParseQueuesTest, DisablePreemptionIsABoolean) {
+  auto parsed = ParseQueues(json::parse(
+      R"([{"name": "prod", "disable_preemption": true}, {"name": "batch"}])"));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_TRUE((*parsed)[0].disable_preemption);
+  EXPECT_FALSE((*parsed)[1].disable_preemption);
+  ExpectError(json::parse(R"([{"name": "a"}, {"name": "b", "disable_preemption": "yes"}])"),
+              {"queues[1].disable_preemption", "expected true or false", "\"yes\""});
+}
+
 TEST(ParseQueuesTest, UnknownFieldIsAnError) {
   ExpectError(json::parse(R"([{"name": "a", "capcity": 10}])"),
               {"queues[0].capcity", "unknown field"});
