@@ -218,6 +218,10 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(Options options) {
   so.queues = options.queues;
   so.clock = options.clock;
   so.reservation_after = options.reservation_after;
+  // The scheduler can choose victims (scheduler.h), but nothing stops them yet: the manager
+  // does not act on TakePreemptions() (issue 25's next step). Until it does, pending work
+  // only waits, as before, rather than holding a claim on work nobody stops.
+  so.preemption = false;
   auto scheduler = scheduler::Scheduler::Create(std::move(so));
   if (!scheduler.ok()) return scheduler.status().WithContext("local backend");
   uint32_t first = 0, last = 0;
@@ -349,6 +353,9 @@ service::PlacementStatus LocalBackend::GetPlacement(const std::string& key) cons
   } else if (const auto* pending = std::get_if<scheduler::Pending>(&*d)) {
     st.phase = service::PlacementStatus::Phase::kPending;
     st.reason = pending->reason;
+  } else if (const auto* preempt = std::get_if<scheduler::Preempt>(&*d)) {
+    st.phase = service::PlacementStatus::Phase::kPending;  // until its victims are gone
+    st.reason = preempt->reason;
   } else {
     st.phase = service::PlacementStatus::Phase::kInfeasible;
     st.reason = std::get<scheduler::Infeasible>(*d).reason;

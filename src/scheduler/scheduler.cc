@@ -55,7 +55,9 @@ StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(Options options) {
 }
 
 Scheduler::Scheduler(Options options)
-    : clock_(*options.clock), reservation_after_(options.reservation_after) {
+    : clock_(*options.clock),
+      reservation_after_(options.reservation_after),
+      preemption_(options.preemption) {
   for (NodeSpec& spec : options.nodes) {
     NodeState n;
     n.free = spec.capacity();
@@ -175,6 +177,7 @@ void Scheduler::Enqueue(uint64_t seq, Unit unit, std::vector<Task> tasks) {
     q.users[unit.user].pending.emplace(seq, true);
     ++q.pending_units;
   }
+  ++changes_;
   units_.emplace(seq, std::move(unit));
 }
 
@@ -241,7 +244,7 @@ bool Scheduler::WithinMaximum(const QueueState& q, const Resources& extra) const
   return true;
 }
 
-int Scheduler::BestNode(const Resources& need, bool others) const {
+int Scheduler::BestNode(const Resources& need, const std::vector<Resources>* held) const {
   // Best fit: the node left with the fewest free GPUs, then vcores, then memory. GPU work
   // packs onto nodes already in use, and CPU-only work prefers nodes whose GPUs are taken,
   // which keeps whole GPU nodes free for large GPU requests.
@@ -249,8 +252,8 @@ int Scheduler::BestNode(const Resources& need, bool others) const {
   std::tuple<int64_t, int64_t, int64_t> best_score{};
   for (size_t i = 0; i < nodes_.size(); ++i) {
     Resources f = nodes_[i].free;
-    if (others) {  // what the reservation leaves, none below zero
-      f -= reserved_[i];
+    if (held != nullptr) {  // what is held for others leaves, none below zero
+      f -= (*held)[i];
       f = {std::max<int64_t>(f.vcores, 0), std::max<int64_t>(f.memory_mib, 0),
            std::max<int64_t>(f.gpus, 0)};
     }
@@ -297,23 +300,51 @@ void Scheduler::Unassign(Task& task) {
   task.state = State::kPending;
 }
 
-bool Scheduler::TryPlace(Unit& unit, uint64_t seq, std::string* reason) {
+std::vector<Resources> Scheduler::HeldFor(uint64_t seq, const Unit& unit) const {
+  std::vector<Resources> held;
   // The reservation holds back work of its holder's priority or lower; more urgent work
-  // goes first anyway.
-  const bool others =
-      reserving_ != 0 && seq != reserving_ && unit.priority <= units_.at(reserving_).priority;
+  // goes first anyway. A preemptor's claim holds back everyone else.
+  if (reserving_ != 0 && seq != reserving_ && unit.priority <= units_.at(reserving_).priority) {
+    held = reserved_;
+  }
+  // A claim holds what its victims have already freed: its plan less what they still hold.
+  for (const auto& [claimant, claim] : claims_) {
+    if (claimant == seq) continue;
+    if (held.empty()) held.assign(nodes_.size(), Resources{});
+    std::vector<Resources> still(nodes_.size());
+    for (const std::string& id : claim.victims) {
+      auto t = tasks_.find(id);
+      if (t != tasks_.end() && t->second.state == State::kPlaced) {
+        still[t->second.node] += t->second.resources;
+      }
+    }
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      const Resources left = claim.per_node[i] - still[i];
+      held[i] += Resources{std::max<int64_t>(left.vcores, 0), std::max<int64_t>(left.memory_mib, 0),
+                           std::max<int64_t>(left.gpus, 0)};
+    }
+  }
+  return held;
+}
+
+bool Scheduler::TryPlace(Unit& unit, uint64_t seq, std::string* reason) {
+  const std::vector<Resources> held = HeldFor(seq, unit);
+  const std::vector<Resources>* others = held.empty() ? nullptr : &held;
   std::vector<Task*> placed;
   for (const std::string& id : unit.tasks) {
     Task& t = tasks_.at(id);
     int node = MaxFree().Fits(t.resources) ? BestNode(t.resources, others) : -1;
     if (node < 0) {
       *reason = NoNodeReason(t.resources);
-      if (others && MaxFree().Fits(t.resources) && BestNode(t.resources, false) >= 0) {
-        const Unit& holder = units_.at(reserving_);
-        *reason = "what is free for " + ToString(t.resources) + " is reserved for " +
-                  (holder.gang.empty() ? holder.tasks[0] : "gang " + holder.gang) +
-                  ", which has waited longest at the highest priority (later work may use "
-                  "only what does not delay it)";
+      if (others && MaxFree().Fits(t.resources) && BestNode(t.resources, nullptr) >= 0) {
+        const bool reserved =
+            reserving_ != 0 && seq != reserving_ && unit.priority <= units_.at(reserving_).priority;
+        *reason = "what is free for " + ToString(t.resources) +
+                  (reserved ? " is reserved for " + UnitName(units_.at(reserving_)) +
+                                  ", which has waited longest at the highest priority (later "
+                                  "work may use only what does not delay it)"
+                            : " is held for work that preempted other work to run (it is "
+                              "placed the moment that work has stopped)");
       }
       if (!unit.gang.empty()) {
         *reason = "gang " + unit.gang + " (" + std::to_string(unit.tasks.size()) +
@@ -395,23 +426,29 @@ Scheduler::Reservation Scheduler::CurrentReservation() const {
   return r;
 }
 
+void Scheduler::Commit(uint64_t seq, std::vector<Placement>* out) {
+  Unit& unit = units_.at(seq);
+  QueueState& q = queues_[unit.queue];
+  UserInQueue& uq = q.users[unit.user];
+  for (const std::string& id : unit.tasks) {
+    const Task& t = tasks_.at(id);
+    out->push_back({t.id, nodes_[t.node].spec.name, t.gpus});
+  }
+  q.used += unit.total;
+  uq.used += unit.total;
+  uq.pending.erase(seq);
+  --q.pending_units;
+  unit.placed_at = clock_.Now();
+  ++changes_;
+}
+
 std::vector<Placement> Scheduler::Schedule() {
   std::vector<Placement> out;
-  auto commit = [&](uint64_t seq) {
-    Unit& unit = units_.at(seq);
-    QueueState& q = queues_[unit.queue];
-    UserInQueue& uq = q.users[unit.user];
-    for (const std::string& id : unit.tasks) {
-      const Task& t = tasks_.at(id);
-      out.push_back({t.id, nodes_[t.node].spec.name, t.gpus});
-    }
-    q.used += unit.total;
-    uq.used += unit.total;
-    uq.pending.erase(seq);
-    --q.pending_units;
-  };
+  auto commit = [&](uint64_t seq) { Commit(seq, &out); };
 
-  // The reservation's holder goes first, and is placed the moment it fits.
+  // Work that preempted other work goes first, the moment what it claimed is free.
+  PlaceClaimants(&out);
+  // Then the reservation's holder, placed the moment it fits.
   UpdateReservation();
   if (reserving_ != 0) {
     Unit& unit = units_.at(reserving_);
@@ -490,7 +527,7 @@ std::vector<Placement> Scheduler::Schedule() {
       UserInQueue& uq = q.users[c->user];
       for (; c->next < c->units.size(); ++c->next) {
         uint64_t seq = c->units[c->next];
-        if (seq == reserving_) continue;  // tried first, above
+        if (seq == reserving_ || claims_.count(seq)) continue;  // tried first, above
         Unit& unit = units_.at(seq);
         if (!WithinMaximum(q, unit.total)) {
           SetReason(unit, "queue " + q.config.name + " holds " +
@@ -517,6 +554,8 @@ std::vector<Placement> Scheduler::Schedule() {
     }
     if (!users.empty()) queue_heap.push(queue_key(qi));
   }
+  // What still does not fit may take the place of running work.
+  Preempt();
   return out;
 }
 
@@ -531,6 +570,9 @@ StatusOr<Decision> Scheduler::Get(const std::string& id) const {
       return Decision(Infeasible{t.reason});
     case State::kPending:
       break;
+  }
+  if (auto claim = claims_.find(t.unit); claim != claims_.end()) {
+    return Decision(scheduler::Preempt{claim->second.victims, claim->second.reason});
   }
   return Decision(Pending{t.reason});
 }
@@ -553,11 +595,13 @@ Status Scheduler::Release(const std::string& id) {
   uint64_t seq = t.unit;
   unit.tasks.erase(std::find(unit.tasks.begin(), unit.tasks.end(), id));
   tasks_.erase(it);
+  ++changes_;
   if (seq == reserving_) ClearReservation();  // a smaller gang plans anew next pass
   if (unit.tasks.empty()) {
     if (uq.pending.erase(seq)) --q.pending_units;
     if (uq.pending.empty() && uq.used == Resources{}) q.users.erase(unit.user);  // uq dies here
-    units_.erase(seq);                                                           // and unit here
+    claims_.erase(seq);  // withdrawn while its victims stop: they stop anyway
+    units_.erase(seq);   // and unit here
   }
   return OkStatus();
 }
@@ -594,7 +638,9 @@ Status Scheduler::Restore(const Request& request, const std::string& node,
   unit.user = request.user;
   unit.priority = queues_[queue].config.PriorityFor(request.priority);
   unit.submitted = clock_.Now();
+  unit.placed_at = unit.submitted;
   uint64_t seq = next_seq_++;
+  ++changes_;
   Task t;
   t.id = request.id;
   t.resources = request.resources;

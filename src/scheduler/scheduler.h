@@ -11,14 +11,24 @@
 // priority has waited `reservation_after`: it then holds a reservation (as Slurm's backfill
 // reserves for its top job) of nodes it will fit on, and later work of its priority or
 // lower may use only what does not delay it, so a large gang is not starved by a stream of
-// small requests. One request
-// holds the reservation at a time. No preemption yet. GPUs are whole and exclusive,
-// assigned by device index. Every request has a Decision a user can read: placed (node,
-// GPU indices), pending (why, and whether it holds the reservation), or infeasible (why it
-// never can be).
+// small requests. One request holds the reservation at a time.
 //
-// Pure and deterministic: no threads, no I/O, no randomness; the clock only stamps
-// submissions. Not thread-safe: one owner thread calls everything.
+// Preemption (preemption.cc): a request that still does not fit may take the place of
+// running work: of lower priority in its own queue, or, while its queue is below its
+// guarantee, of any priority in queues above theirs (YARN's guarantee reclaim, Kueue's
+// reclaimWithinCohort). Victims are whole units (a gang, or one request), never from a
+// disable_preemption queue, chosen as a minimal set: lowest priority first, then the least
+// work lost (time since its last checkpoint, SetLastCheckpoint), then the most recently
+// placed. The scheduler does not stop anything: TakePreemptions() tells the owner which
+// units to stop, they stay placed until Release()d, and what they free is held for the
+// preemptor, which is placed first once it fits. Infeasible work never preempts.
+//
+// GPUs are whole and exclusive, assigned by device index. Every request has a Decision a
+// user can read: placed (node, GPU indices), pending (why, and whether it holds the
+// reservation), preempting (whom, why) or infeasible (why it never can be).
+//
+// Pure and deterministic: no threads, no I/O, no randomness; the clock stamps submissions
+// and placements. Not thread-safe: one owner thread calls everything.
 #pragma once
 
 #include <cstdint>
@@ -59,7 +69,22 @@ struct Pending {
 struct Infeasible {
   std::string reason;
 };
-using Decision = std::variant<Placed, Pending, Infeasible>;
+// Pending on victims being stopped for it; placed the moment they have been released.
+struct Preempt {
+  std::vector<std::string> victims;  // request ids, whole units
+  std::string reason;
+};
+using Decision = std::variant<Placed, Pending, Infeasible, Preempt>;
+
+// One preemption decided by Schedule(): stop `victims` (request ids; every member of each
+// victim unit) and Release() them; `preemptor` is placed once they are gone.
+struct Preemption {
+  std::string preemptor;                   // a single request's id, or a gang's name
+  std::vector<std::string> preemptor_ids;  // its request ids
+  int priority = 0;                        // the preemptor's
+  std::vector<std::string> victims;
+  std::string reason;  // for the victims' users: why they were chosen
+};
 
 struct Placement {
   std::string id;
@@ -107,6 +132,7 @@ class Scheduler {
     // How long the oldest pending request of the highest priority waits before it holds a
     // reservation.
     Clock::Duration reservation_after = std::chrono::seconds(60);
+    bool preemption = true;  // false: pending work only ever waits
   };
 
   static StatusOr<std::unique_ptr<Scheduler>> Create(Options options);
@@ -138,6 +164,14 @@ class Scheduler {
   };
   Reservation CurrentReservation() const;
 
+  // The preemptions the Schedule() calls since the last call decided, oldest first.
+  std::vector<Preemption> TakePreemptions();
+
+  // When the unit `id` belongs to last saved its work (a training checkpoint): at equal
+  // priority, the victim that loses least goes first. Work lost is the time since the
+  // later of this and its placement. Unknown ids are ignored.
+  void SetLastCheckpoint(const std::string& id, Clock::TimePoint at);
+
   // Frees a placed request's resources, or withdraws a pending one; the id is forgotten.
   Status Release(const std::string& id);
 
@@ -168,6 +202,17 @@ class Scheduler {
     std::string user;
     int priority = 0;
     Clock::TimePoint submitted;
+    Clock::TimePoint placed_at{};
+    std::optional<Clock::TimePoint> checkpoint;
+    bool leaving = false;        // chosen as a victim; stays placed until released
+    uint64_t preempt_tried = 0;  // changes_ when a victim search last failed for it
+  };
+  // What a preemptor waits for: its victims, and per node what it will take there, which
+  // no other work may take meanwhile.
+  struct Claim {
+    std::vector<std::string> victims;
+    std::vector<Resources> per_node;
+    std::string reason;
   };
   struct UserInQueue {
     Resources used;
@@ -188,8 +233,11 @@ class Scheduler {
   explicit Scheduler(Options options);
   Status Validate(const Request& r, int* queue) const;
   std::string InfeasibleReason(const Resources& need, const QueueState& q) const;
-  // The best node for `need`; with `others` true, only what the reservation leaves.
-  int BestNode(const Resources& need, bool others) const;
+  // The best node for `need` among what `held` (per node, may be null) leaves.
+  int BestNode(const Resources& need, const std::vector<Resources>* held) const;
+  // What unit `seq` may not take, per node: the reservation (for work of its holder's
+  // priority or lower) and the other preemptors' claims. Empty when nothing is held.
+  std::vector<Resources> HeldFor(uint64_t seq, const Unit& unit) const;
   // Chooses the request that holds the reservation for this pass and plans its nodes.
   void UpdateReservation();
   void ClearReservation();
@@ -203,6 +251,15 @@ class Scheduler {
   bool WithinMaximum(const QueueState& q, const Resources& extra) const;
   void SetReason(const Unit& unit, const std::string& reason);
   void Enqueue(uint64_t seq, Unit unit, std::vector<Task> tasks);
+  // Accounts a placed unit to its queue and user, and lists its placements in `out`.
+  void Commit(uint64_t seq, std::vector<Placement>* out);
+  // preemption.cc: places the units holding claims whose victims have gone; then, for the
+  // pending units that still do not fit, highest priority first, looks for victims.
+  void PlaceClaimants(std::vector<Placement>* out);
+  void Preempt();
+  bool TryPreempt(uint64_t seq);
+  void AssignExact(Task& task, int node, const std::vector<int>& gpus);
+  std::string UnitName(const Unit& unit) const;
 
   const Clock& clock_;
   std::vector<NodeState> nodes_;
@@ -219,6 +276,10 @@ class Scheduler {
   Clock::Duration reservation_after_;
   uint64_t reserving_ = 0;           // the unit holding the reservation; 0: none
   std::vector<Resources> reserved_;  // per node: what that unit is planned to take there
+  bool preemption_;
+  std::map<uint64_t, Claim> claims_;  // by preemptor unit
+  std::vector<Preemption> decided_;   // since the last TakePreemptions()
+  uint64_t changes_ = 1;              // grows whenever what is placed or pending changes
 };
 
 }  // namespace tarn::scheduler
