@@ -1,0 +1,168 @@
+// Manager::Impl: the state the manager keeps of every assembly, shared by the files that
+// make it up (internal to src/service; nothing outside includes it):
+//   manager.cc         the commands, the backend's events and the clock (Manager's API);
+//   manager_impl.cc    transitions, reconciliation, the step every entry point ends with,
+//                      and loading from the store;
+//   manager_views.cc   the read-only views (status, events, instances).
+#pragma once
+
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "service/manager.h"
+
+namespace tarn::service {
+
+// Instance states as stored and shown. BACKOFF and STARTING are stored only: they tell a
+// restarted server that an exit was already counted, or that a launch was committed.
+inline constexpr char kPending[] = "PENDING";
+inline constexpr char kStarting[] = "STARTING";
+inline constexpr char kUnready[] = "RUNNING_BUT_UNREADY";
+inline constexpr char kReady[] = "READY";
+inline constexpr char kBackoff[] = "BACKOFF";
+inline constexpr char kStopped[] = "STOPPED";
+inline constexpr char kSucceeded[] = "SUCCEEDED";
+inline constexpr char kFailed[] = "FAILED";
+
+// desired_state values in the store.
+inline constexpr char kDesiredStarted[] = "STARTED";
+inline constexpr char kDesiredStopped[] = "STOPPED";
+inline constexpr char kDesiredDestroyed[] = "DESTROYED";
+
+struct Manager::Impl {
+  using json = nlohmann::json;
+
+  enum class Phase {
+    kWaiting,    // needs a placement (its dependencies permitting)
+    kRequested,  // placement asked for
+    kPlaced,     // has a place; launches once its dependencies are READY
+    kStarting,   // launch (or recovery) asked for
+    kRunning,
+    kBackoff,   // exited; restarts at restart_at, keeping its place
+    kStopping,  // stop asked for
+    kDone,      // STOPPED, SUCCEEDED or FAILED (rec.state)
+  };
+
+  struct Inst {
+    InstanceRef ref;
+    store::InstanceRecord rec;
+    Phase phase = Phase::kWaiting;
+    Placement placement;
+    bool has_placement = false;
+    bool ready = false;
+    bool recovering = false;  // waiting for Recover()'s answer
+    bool remove = false;      // flexed away: forget once stopped
+    std::string ip;
+    std::string diagnostics;
+    std::unique_ptr<InstanceRestarts> restarts;
+    Clock::TimePoint restart_at{};
+    Clock::TimePoint next_probe{};
+    Clock::TimePoint stop_deadline{};
+    bool probe_in_flight = false;
+    std::optional<registry::InstanceRecords> published;  // what the registry has of it
+  };
+
+  struct Comp {
+    size_t spec_index = 0;
+    RestartOptions options;
+    std::unique_ptr<ComponentFailures> failures;
+    std::map<int64_t, Inst> instances;  // by index
+    bool failed = false;
+    std::string diagnostics;
+  };
+
+  struct Asm {
+    store::AssemblyRecord rec;
+    spec::Assembly spec;
+    json spec_json;
+    std::vector<Comp> comps;
+    std::deque<Event> events;
+    uint64_t last_event = 0;                // the serial of its newest event; 0: none
+    int priority = 0;                       // as its queue sees it (tarn.priority, capped)
+    bool gang_placed = false;               // the gang got its place since the last (re)start
+    std::optional<std::string> hosts_sent;  // the names last given to backend.NamesChanged
+  };
+
+  Options options;
+  const Clock& clock;
+  store::Store& store;
+  Backend& backend;
+  std::map<std::string, Asm> assemblies;  // "<user>/<name>"
+  std::unordered_map<std::string, std::pair<Asm*, Inst*>> by_key;
+  std::set<std::pair<std::string, std::string>> dirty;  // instances to write: (asm key, name)
+  std::set<std::string> dirty_assemblies;
+  std::vector<std::function<void()>> actions;  // backend calls, made after the store write
+  uint64_t event_serial = 0;                   // of the newest event of any assembly
+  uint64_t names_generation = ~uint64_t{0};    // the registry's, when names were last sent
+
+  explicit Impl(Options o)
+      : options(std::move(o)),
+        clock(*options.clock),
+        store(*options.store),
+        backend(*options.backend) {}
+
+  static std::string AsmKey(const std::string& user, const std::string& name) {
+    return user + "/" + name;
+  }
+
+  const spec::Component& CompSpec(const Asm& a, const Comp& c) const {
+    return a.spec.components[c.spec_index];
+  }
+
+  // ---- Helpers and transitions (manager_impl.cc) ----
+  void AddEvent(Asm& a, const std::string& component, const std::string& instance,
+                const std::string& type, const std::string& message);
+  void MarkDirty(Asm& a, const Inst& i);
+  StatusOr<spec::Assembly> ParseSpec(const std::string& user, const json& spec_json) const;
+  void BuildComps(Asm& a);
+  Inst& NewInstance(Asm& a, Comp& c, int64_t index);
+  Comp* FindComp(Asm& a, const std::string& name);
+
+  // ---- Transitions ----
+  void ReleasePlace(Inst& i);
+  void Finish(Asm& a, Inst& i, const char* state, const std::string& why);
+  void AskStop(Asm& a, Inst& i, const std::string& why);
+  void FailAssembly(Asm& a, const std::string& why);
+  // An instance's run ended (not by our stop): restart it, or leave it finished.
+  void OnExit(Asm& a, Comp& c, Inst& i, const runtime::ExitInfo& exit);
+  // The instance's address: its own from placement on (its name resolves before it
+  // starts); with a backend that knows it only once the instance runs (Slurm: its node's),
+  // the one kStarted brought, while it runs.
+  std::string AddressOf(const Inst& i) const;
+  void Launch(Asm& a, Inst& i);
+
+  // ---- Level-triggered reconciliation of one assembly ----
+  bool ComponentReady(const Asm& a, const std::string& name) const;
+  std::string WaitingFor(const Asm& a, const Comp& c) const;
+  bool InGang(const Asm& a, const Comp& c) const;
+  void Reconcile(Asm& a);
+  // Flexed-away instances that have stopped are forgotten: records, files, logs.
+  void ForgetRemoved(Asm& a);
+  // Derived states of the components and the assembly.
+  void UpdateStates(Asm& a);
+
+  // ---- The step every entry point ends with ----
+  void Step();
+  // The registry holds a name for every instance that holds a place (and so an address):
+  // its A record from placement on, listed under its component once READY.
+  void PublishNames();
+  // One placement pass; true when it placed something.
+  bool PlacePass();
+  void Flush();
+  void FinishDestroys();
+  void RunActions();
+
+  // ---- Loading ----
+  Status Load();
+};
+
+}  // namespace tarn::service
