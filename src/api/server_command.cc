@@ -86,6 +86,7 @@ struct Daemon::Parts {
   std::unique_ptr<ServiceLoop> loop;
   std::unique_ptr<backend::NetWalls> walls;   // the local backend's; outlives it
   std::unique_ptr<service::Backend> backend;  // local or slurm
+  service::PreemptionCounters preemption_counters;
   std::unique_ptr<service::Manager> manager;
   std::unique_ptr<metrics::Collector> collector;  // instances' metrics; none when not scraped
   std::unique_ptr<ApiServer> api;
@@ -93,6 +94,35 @@ struct Daemon::Parts {
 };
 
 namespace {
+
+// A training instance's last checkpoint, from what the collector read of its metrics
+// (tarn_train_checkpoint_step and _timestamp_seconds; -1 and 0 mean none yet).
+std::optional<service::Checkpoint> LastCheckpoint(const metrics::SeriesStore& store,
+                                                  const std::string& key) {
+  metrics::SeriesStore::InstanceSeries in = store.Query(
+      key, {"tarn_train_checkpoint_step", "tarn_train_checkpoint_timestamp_seconds"}, 0, 1);
+  std::optional<double> step, at;
+  for (const metrics::SeriesStore::Series& s : in.series) {
+    if (s.points.empty()) continue;
+    (s.name == "tarn_train_checkpoint_step" ? step : at) = s.points.back().v;
+  }
+  if (!step || !at || *step < 0 || *at <= 0) return std::nullopt;
+  return service::Checkpoint{static_cast<int64_t>(*step), static_cast<int64_t>(*at * 1000)};
+}
+
+std::string PreemptionPrometheusText(const service::PreemptionCounters& c) {
+  return "# HELP tarn_preemptions_total Preemptions carried out (docs/scheduling.md).\n"
+         "# TYPE tarn_preemptions_total counter\ntarn_preemptions_total " +
+         std::to_string(c.preemptions.load()) +
+         "\n# HELP tarn_preempted_instances_total Instances stopped by preemptions.\n"
+         "# TYPE tarn_preempted_instances_total counter\ntarn_preempted_instances_total " +
+         std::to_string(c.preempted_instances.load()) +
+         "\n# HELP tarn_preempted_gpu_seconds_at_risk_total GPUs the victims held times the "
+         "time since their last checkpoint, when preempted.\n"
+         "# TYPE tarn_preempted_gpu_seconds_at_risk_total counter\n"
+         "tarn_preempted_gpu_seconds_at_risk_total " +
+         std::to_string(static_cast<double>(c.gpu_milliseconds_at_risk.load()) / 1000) + "\n";
+}
 
 // The server's key for the assemblies' secrets (STATE/assembly.key, 32 random bytes, 0600):
 // made once and kept, so that a restarted server gives restarted instances the secret their
@@ -403,6 +433,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     bo.queues = config.queues;
     bo.clock = &p->clock;
     bo.reservation_after = config.reservation_after;
+    bo.preemption = config.preemption;
     bo.launch.state_dir = p->state_dir;
     bo.launch.domain = config.domain;
     bo.launch.bin_dir = bin_dir;
@@ -418,31 +449,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     ASSIGN_OR_RETURN(p->backend, backend::LocalBackend::Create(std::move(bo)));
   }
 
-  service::Manager::Options mo;
-  mo.clock = &p->clock;
-  mo.store = p->store.get();
-  mo.backend = p->backend.get();
-  mo.domain = config.domain;
-  mo.probe_interval = config.probe_interval;
-  mo.restart = config.restart;
-  mo.registry = p->registry.get();
-  ASSIGN_OR_RETURN(p->manager, service::Manager::Create(mo));
-  // Every instance is restored: the walls are loaded at once, replacing what the previous
-  // server left in the kernel, before anything starts or any request is served.
-  if (p->walls) {
-    if (Status s = p->walls->Release(); !s.ok()) {
-      std::cerr << "tarn server: warning: " << s.message() << "\n";
-    }
-  }
-  const std::string walls = p->backend->DescribeNetworkWalls();
-  if (!walls.empty()) {
-    std::cerr << "tarn server: " << (walls.rfind("off", 0) == 0 ? "warning: " : "")
-              << "network walls " << walls << "\n";
-  }
-  p->loop->Start(p->manager.get());
-
   // Instances' metrics: every instance of every assembly, scraped while it runs at the port
-  // the one rule names (metrics/collector.h).
+  // the one rule names (metrics/collector.h). Made before the manager, which reads the
+  // training instances' checkpoints from it; started once the loop runs.
   if (config.metrics.scrape_interval.count() > 0) {
     metrics::Collector::Options co;
     co.clock = &p->clock;
@@ -468,8 +477,38 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
       return targets;
     };
     p->collector = std::make_unique<metrics::Collector>(std::move(co));
-    p->collector->Start();
   }
+
+  service::Manager::Options mo;
+  mo.clock = &p->clock;
+  mo.store = p->store.get();
+  mo.backend = p->backend.get();
+  mo.domain = config.domain;
+  mo.probe_interval = config.probe_interval;
+  mo.restart = config.restart;
+  mo.registry = p->registry.get();
+  if (p->collector) {
+    mo.last_checkpoint = [collector = p->collector.get()](const std::string& key) {
+      return LastCheckpoint(collector->store(), key);
+    };
+  }
+  mo.counters = &p->preemption_counters;
+  ASSIGN_OR_RETURN(p->manager, service::Manager::Create(mo));
+  // Every instance is restored: the walls are loaded at once, replacing what the previous
+  // server left in the kernel, before anything starts or any request is served.
+  if (p->walls) {
+    if (Status s = p->walls->Release(); !s.ok()) {
+      std::cerr << "tarn server: warning: " << s.message() << "\n";
+    }
+  }
+  const std::string walls = p->backend->DescribeNetworkWalls();
+  if (!walls.empty()) {
+    std::cerr << "tarn server: " << (walls.rfind("off", 0) == 0 ? "warning: " : "")
+              << "network walls " << walls << "\n";
+  }
+  p->loop->Start(p->manager.get());
+
+  if (p->collector) p->collector->Start();
 
   ApiServer::Options ao;
   ao.loop = p->loop.get();
@@ -504,6 +543,7 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
       listeners.emplace_back(parts->container_dns_address, parts->container_dns->counters());
     }
     std::string text = listeners.empty() ? std::string() : registry::DnsPrometheusText(listeners);
+    text += PreemptionPrometheusText(parts->preemption_counters);
     if (parts->collector) {
       text +=
           "# HELP tarn_metrics_scrapes_total Scrapes of instances' /metrics.\n"

@@ -325,11 +325,18 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
         return Bad(source, k, "scrape_timeout_ms is above scrape_interval_ms");
       }
     } else if (k == "scheduler") {
-      if (!v.is_object()) return Bad(source, k, "expected {\"reservation_after_secs\": N}");
+      if (!v.is_object()) {
+        return Bad(source, k, "expected {\"reservation_after_secs\": N, \"preemption\": BOOL}");
+      }
       for (auto f = v.begin(); f != v.end(); ++f) {
         const std::string fk = k + "." + f.key();
+        if (f.key() == "preemption") {
+          if (!f->is_boolean()) return Bad(source, fk, "expected true or false, got " + f->dump());
+          c.preemption = f->get<bool>();
+          continue;
+        }
         if (f.key() != "reservation_after_secs") {
-          return Bad(source, fk, "unknown field (expected reservation_after_secs)");
+          return Bad(source, fk, "unknown field (expected reservation_after_secs, preemption)");
         }
         ASSIGN_OR_RETURN(int64_t secs, PositiveInt(*f, source, fk, 0));
         if (secs > 31536000) return Bad(source, fk, "at most 31536000 (a year)");

@@ -127,6 +127,9 @@ struct ServerConfig {
   // "scheduler": {"reservation_after_secs": N}: how long the oldest pending request of the
   // highest priority waits before it holds a reservation (scheduler/scheduler.h).
   std::chrono::seconds reservation_after{60};
+  // "scheduler": {"preemption": false}: pending work never stops running work (Slurm's
+  // PreemptType=preempt/none); default true (docs/scheduling.md, "Preemption").
+  bool preemption = true;
   auth::AuthConfig auth;
   TlsConfig tls;
 };

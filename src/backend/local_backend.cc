@@ -218,10 +218,7 @@ StatusOr<std::unique_ptr<LocalBackend>> LocalBackend::Create(Options options) {
   so.queues = options.queues;
   so.clock = options.clock;
   so.reservation_after = options.reservation_after;
-  // The scheduler can choose victims (scheduler.h), but nothing stops them yet: the manager
-  // does not act on TakePreemptions() (issue 25's next step). Until it does, pending work
-  // only waits, as before, rather than holding a claim on work nobody stops.
-  so.preemption = false;
+  so.preemption = options.preemption;
   auto scheduler = scheduler::Scheduler::Create(std::move(so));
   if (!scheduler.ok()) return scheduler.status().WithContext("local backend");
   uint32_t first = 0, last = 0;
@@ -338,6 +335,16 @@ std::vector<std::string> LocalBackend::Place() {
     keys.push_back(std::move(p.id));
   }
   return keys;
+}
+
+std::vector<scheduler::Preemption> LocalBackend::TakePreemptions() {
+  std::lock_guard<std::mutex> lock(scheduler_mu_);
+  return scheduler_->TakePreemptions();
+}
+
+void LocalBackend::NoteCheckpoint(const std::string& key, Clock::TimePoint at) {
+  std::lock_guard<std::mutex> lock(scheduler_mu_);
+  scheduler_->SetLastCheckpoint(key, at);
 }
 
 service::PlacementStatus LocalBackend::GetPlacement(const std::string& key) const {
@@ -528,7 +535,8 @@ Status LocalBackend::PrepareSharedDir(const LaunchContext& ctx, const std::strin
   RETURN_IF_ERROR(MakeDirectories(fs::path(user_dir).parent_path().string(), 0711));
   RETURN_IF_ERROR(MakeDirectories(user_dir, 0711));
   RETURN_IF_ERROR(MakeDirectories(dir, 0750));
-  if (::geteuid() == 0 && ::chown(dir.c_str(), ctx.run_as.account.uid, ctx.run_as.account.gid) != 0) {
+  if (::geteuid() == 0 &&
+      ::chown(dir.c_str(), ctx.run_as.account.uid, ctx.run_as.account.gid) != 0) {
     return InternalError(dir + ": chown: " + std::strerror(errno));
   }
   return OkStatus();
@@ -622,14 +630,13 @@ void LocalBackend::DoLaunch(const spec::Assembly& assembly, const InstanceRef& r
     Status stopped = options_.runtime->Stop(shim_dir);
     before = options_.runtime->Wait(shim_dir, kOrphanStopWait);
     if (!stopped.ok() || !before.ok() || before->phase == ContainerState::Phase::kRunning) {
-      return EmitStartFailed(key, container_id,
-                             copy + ", which nothing tracks, and it did not stop: " +
-                                 (!stopped.ok()  ? stopped.message()
-                                  : !before.ok() ? before.status().message()
-                                                 : "still running after " +
-                                                       std::to_string(kOrphanStopWait.count() /
-                                                                      1000) +
-                                                       " s"));
+      return EmitStartFailed(
+          key, container_id,
+          copy + ", which nothing tracks, and it did not stop: " +
+              (!stopped.ok()  ? stopped.message()
+               : !before.ok() ? before.status().message()
+                              : "still running after " +
+                                    std::to_string(kOrphanStopWait.count() / 1000) + " s"));
     }
   }
   if (before.ok()) {
@@ -974,8 +981,8 @@ void LocalBackend::ReportExit(const std::string& key, const std::string& contain
     if (shim_dir.empty()) {  // not watched (found ended at Recover): "user/assembly/instance"
       const size_t a = key.find('/'), i = key.rfind('/');
       if (a != i && i != std::string::npos) {
-        shim_dir = ShimDir(ContextFor(key.substr(0, a)), key.substr(a + 1, i - a - 1),
-                           key.substr(i + 1));
+        shim_dir =
+            ShimDir(ContextFor(key.substr(0, a)), key.substr(a + 1, i - a - 1), key.substr(i + 1));
       }
     }
     if (!shim_dir.empty()) exit.last_stderr = runtime::LastLogLine(shim_dir + "/stderr.log");

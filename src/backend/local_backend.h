@@ -80,6 +80,7 @@ class LocalBackend final : public service::Backend {
     std::vector<scheduler::QueueConfig> queues;
     const Clock* clock = nullptr;  // required; also stamps the exits made up here
     Clock::Duration reservation_after = std::chrono::seconds(60);  // scheduler::Scheduler's
+    bool preemption = true;  // scheduler::Scheduler's: false, pending work only ever waits
     // What every launch shares: state_dir (required), domain, bin_dir, limits, grace
     // period. Its user, ip, container_id and run_as are filled for each instance.
     LaunchContext launch;
@@ -130,6 +131,8 @@ class LocalBackend final : public service::Backend {
   Status RestorePlacement(const spec::Assembly& assembly, const service::InstanceRef& ref,
                           const service::Placement& placement) override;
   void ReleasePlacement(const std::string& key) override;
+  std::vector<scheduler::Preemption> TakePreemptions() override;
+  void NoteCheckpoint(const std::string& key, Clock::TimePoint at) override;
 
   void Launch(const spec::Assembly& assembly, const service::InstanceRef& ref,
               const service::Placement& placement, const std::string& container_id) override;

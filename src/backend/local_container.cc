@@ -70,7 +70,10 @@ StatusOr<runtime::ContainerSpec> BuildContainerSpec(const spec::Assembly& a,
   s.limits.restrict_devices = ctx.restrict_devices;
   s.limits.gpu_minors = gpus;  // NVIDIA device minors follow the indices nvidia-smi reports
   s.gpus = gpus;
-  s.stop_grace_ms = ctx.stop_grace_ms;
+  // The component's tarn.stop.grace_secs, else the server's default (spec's, 30 s).
+  s.stop_grace_ms = c.configuration.properties.count("tarn.stop.grace_secs")
+                        ? c.stop_grace_secs * 1000
+                        : ctx.stop_grace_ms;
 
   std::string command = spec::Substitute(c.launch_command, vars).text;
   const bool docker = c.artifact && c.artifact->type == spec::ArtifactType::kDocker;

@@ -27,7 +27,8 @@ struct LaunchContext {
   runtime::RunAs run_as;
   bool restrict_devices = false;  // the node has real NVIDIA GPUs: confine each container
   int64_t pids_max = 4096;
-  int64_t stop_grace_ms = 10000;
+  // SIGTERM to SIGKILL for components without tarn.stop.grace_secs.
+  int64_t stop_grace_ms = spec::kDefaultStopGraceSecs * 1000;
   std::string system_path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
   // The ports of the assembly's instances (TARN_PORT_*, TF_CONFIG); empty: the declared ones.
   spec::PortLookup ports;

@@ -97,6 +97,14 @@ class Backend {
                                   const Placement& placement) = 0;
   // Frees a placed instance's resources or withdraws its request; unknown keys are ignored.
   virtual void ReleasePlacement(const std::string& key) = 0;
+  // The preemptions Place() decided since the last call (scheduler::Preemption; keys as
+  // request ids), oldest first: the owner stops every victim and releases its placement,
+  // and the preemptor is placed once they are all released. Backends that do not preempt
+  // (Slurm decides that itself) return none.
+  virtual std::vector<scheduler::Preemption> TakePreemptions() { return {}; }
+  // When the placed instance `key` (a gang's member stands for its gang) last saved its
+  // work: the scheduler's preemption loses the least work first. Unknown keys are ignored.
+  virtual void NoteCheckpoint(const std::string& /*key*/, Clock::TimePoint /*at*/) {}
 
   // ---- Containers (asynchronous; results through the EventSink) ----
 

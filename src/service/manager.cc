@@ -293,6 +293,7 @@ void Manager::HandleOne(const BackendEvent& e) {
     case BackendEvent::Kind::kStartFailed:
       if (i.phase == Impl::Phase::kStopping) {
         d.Finish(a, i, kStopped, "stopped before it started");
+        d.Requeue(a, i);
         break;
       }
       if (i.phase != Impl::Phase::kStarting) break;
@@ -315,15 +316,16 @@ void Manager::HandleOne(const BackendEvent& e) {
       break;
     case BackendEvent::Kind::kExited:
       if (i.phase == Impl::Phase::kStopping) {
+        // Stopped on purpose: not judged by its exit code (no restart counted, no failure).
         i.rec.last_exit =
             e.exit.diagnostics.empty() ? runtime::DescribeExit(e.exit) : e.exit.diagnostics;
+        if (!e.exit.last_stderr.empty()) {
+          i.rec.last_exit += "; its last stderr line: " + e.exit.last_stderr;
+        }
         d.AddEvent(a, i.ref.component, i.ref.instance, "STOPPED", i.rec.last_exit);
         d.Finish(a, i, kStopped, "stopped");
-        if (!i.remove && a.rec.desired_state == kDesiredStarted && a.rec.state != kFailed) {
-          // Stopped for a flex that was undone meanwhile: it runs again.
-          i.phase = Impl::Phase::kWaiting;
-          i.rec.state = kPending;
-        }
+        // Preempted, or stopped for a flex that was undone meanwhile: it runs again.
+        d.Requeue(a, i);
         break;
       }
       if (i.phase != Impl::Phase::kRunning && i.phase != Impl::Phase::kStarting) break;
@@ -373,6 +375,7 @@ std::optional<Clock::TimePoint> Manager::NextDeadline() const {
       for (const auto& [idx, i] : c.instances) {
         if (i.phase == Impl::Phase::kBackoff) consider(i.restart_at);
         if (i.phase == Impl::Phase::kStopping) consider(i.stop_deadline);
+        if (!i.stop_after.empty()) consider(i.stop_after_deadline);
         if (i.phase == Impl::Phase::kRunning && probes && !i.probe_in_flight)
           consider(i.next_probe);
       }

@@ -20,8 +20,10 @@
 // SUCCEEDED, FAILED.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -90,6 +92,21 @@ struct Event {
   std::string message;
 };
 
+// The last checkpoint a training instance reported.
+struct Checkpoint {
+  int64_t step = 0;
+  int64_t wall_ms = 0;  // when it was written, ms since the epoch
+};
+
+// What preemption cost, for the server's /metrics; read from any thread.
+struct PreemptionCounters {
+  std::atomic<uint64_t> preemptions{0};          // decisions carried out
+  std::atomic<uint64_t> preempted_instances{0};  // instances stopped by them
+  // GPUs each victim held times the time since its last checkpoint (or its start): the
+  // work a kill at the decision would have lost (checkpoint-on-SIGTERM saves most of it).
+  std::atomic<uint64_t> gpu_milliseconds_at_risk{0};
+};
+
 // What every view and command answers for an assembly the caller does not have.
 Status AssemblyNotFoundError(const std::string& name);
 
@@ -109,6 +126,12 @@ class Manager {
     size_t events_per_assembly = 1000;  // newest kept
     // Restart defaults; a component's yarn.service.* properties override them.
     RestartOptions restart;
+    // The last checkpoint instance `key` ("alice/fmnist/chief-0") reported, from the
+    // server's metrics collector (tarn_train_checkpoint_step); none when it reported none.
+    // Preemption reads it: the victims that lose least go first, and the preempted say the
+    // step they resume from. Optional; called on the service loop.
+    std::function<std::optional<Checkpoint>(const std::string& key)> last_checkpoint;
+    PreemptionCounters* counters = nullptr;  // optional, not owned
   };
 
   // Loads every assembly from the store and recovers its instances through the backend.

@@ -151,7 +151,7 @@ void Manager::Impl::AskStop(Asm& a, Inst& i, const std::string& why) {
     case Phase::kRunning: {
       i.phase = Phase::kStopping;
       i.diagnostics = "stopping: " + why;
-      i.stop_deadline = clock.Now() + options.stop_timeout;
+      i.stop_deadline = clock.Now() + GraceOf(a, i) + options.stop_timeout;
       AddEvent(a, i.ref.component, i.ref.instance, "STOP", why);
       InstanceRef ref = i.ref;
       std::string id = i.rec.container_id;
@@ -177,7 +177,7 @@ void Manager::Impl::FailAssembly(Asm& a, const std::string& why) {
   dirty_assemblies.insert(AsmKey(a.rec.user, a.rec.name));
   AddEvent(a, "", "", "FAILED", why);
   for (Comp& c : a.comps) {
-    for (auto& [idx, i] : c.instances) AskStop(a, i, "the assembly failed");
+    for (auto& [idx, i] : c.instances) AskStopInOrder(a, i, "the assembly failed");
   }
 }
 
@@ -242,6 +242,8 @@ void Manager::Impl::Launch(Asm& a, Inst& i) {
   i.ready = false;
   i.probe_in_flight = false;
   i.diagnostics = "starting" + OnNode(i.placement.node);
+  i.preempted.clear();
+  i.resume_step.reset();
   MarkDirty(a, i);
   AddEvent(a, i.ref.component, i.ref.instance, "LAUNCH",
            i.rec.container_id + OnNode(i.placement.node));
@@ -291,12 +293,13 @@ bool Manager::Impl::InGang(const Asm& a, const Comp& c) const {
 void Manager::Impl::Reconcile(Asm& a) {
   const bool run =
       a.rec.desired_state == kDesiredStarted && a.rec.state != kFailed && a.rec.state != kSucceeded;
+  StopDeferred(a);
   if (!run) {
     for (Comp& c : a.comps) {
       for (auto& [idx, i] : c.instances) {
-        AskStop(a, i,
-                a.rec.desired_state == kDesiredDestroyed ? "destroying the assembly"
-                                                         : "stopping the assembly");
+        AskStopInOrder(a, i,
+                       a.rec.desired_state == kDesiredDestroyed ? "destroying the assembly"
+                                                                : "stopping the assembly");
       }
     }
     ForgetRemoved(a);
@@ -327,11 +330,19 @@ void Manager::Impl::Reconcile(Asm& a) {
   }
   ForgetRemoved(a);
 
-  // Placement requests: the gang together the first time, everything else one by one
-  // once its dependencies are READY.
+  // Placement requests: the gang together (the first time, and again once every member
+  // has stopped after a preemption), everything else one by one once its dependencies are
+  // READY.
+  bool gang_stopped = true;
+  for (Comp& c : a.comps) {
+    if (!InGang(a, c)) continue;
+    for (auto& [idx, i] : c.instances) {
+      gang_stopped &= i.remove || i.phase == Phase::kWaiting || i.phase == Phase::kDone;
+    }
+  }
   std::vector<InstanceRef> gang;
   for (Comp& c : a.comps) {
-    if (!InGang(a, c) || a.gang_placed) continue;
+    if (!InGang(a, c) || a.gang_placed || !gang_stopped) continue;
     for (auto& [idx, i] : c.instances) {
       if (i.phase == Phase::kWaiting && !i.remove) gang.push_back(i.ref);
     }
@@ -577,8 +588,10 @@ bool Manager::Impl::PlacePass() {
   bool requested = false;
   for (auto& [key, pair] : by_key) requested |= pair.second->phase == Phase::kRequested;
   if (!requested) return false;
+  NoteCheckpoints();
   bool any = false;
-  {
+  // A second pass when preemption freed places at once (its victims had not started).
+  for (int pass = 0; pass < 2; ++pass) {
     for (const std::string& key : backend.Place()) {
       auto it = by_key.find(key);
       if (it == by_key.end()) continue;
@@ -594,6 +607,7 @@ bool Manager::Impl::PlacePass() {
                                           : "on " + ps.placement.node) +
                    (ps.placement.gpus.empty() ? "" : " with GPUs " + GpusJson(ps.placement.gpus)));
     }
+    if (!ActOnPreemptions()) break;
   }
   return any;
 }

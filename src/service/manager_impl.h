@@ -3,7 +3,8 @@
 //   manager.cc         the commands, the backend's events and the clock (Manager's API);
 //   manager_impl.cc    transitions, reconciliation, the step every entry point ends with,
 //                      and loading from the store;
-//   manager_views.cc   the read-only views (status, events, instances).
+//   manager_views.cc   the read-only views (status, events, instances);
+//   manager_preemption.cc  stops in gang order, and preemption carried out.
 #pragma once
 
 #include <deque>
@@ -69,6 +70,14 @@ struct Manager::Impl {
     Clock::TimePoint stop_deadline{};
     bool probe_in_flight = false;
     std::optional<registry::InstanceRecords> published;  // what the registry has of it
+    // Preempted: who took its place, and the step it resumes from; shown until it launches.
+    std::string preempted;
+    std::string preempted_by;            // "bob/urgent (priority 10)"
+    std::optional<int64_t> resume_step;  // the checkpoint it resumes from, when known
+    // A gang's ps asked to stop: it stops once the gang's chief and workers have exited, or
+    // at stop_after_deadline (AskStopInOrder); `stop_after` says why it stops.
+    std::string stop_after;
+    Clock::TimePoint stop_after_deadline{};
   };
 
   struct Comp {
@@ -160,6 +169,27 @@ struct Manager::Impl {
   void Flush();
   void FinishDestroys();
   void RunActions();
+
+  // ---- Ordered stops and preemption (manager_preemption.cc) ----
+  // tarn.stop.grace_secs of the instance's component: SIGTERM to SIGKILL.
+  Duration GraceOf(const Asm& a, const Inst& i) const;
+  // AskStop, except that a gang's ps waits until the gang's chief and workers have exited
+  // (or its grace period has passed): the chief reads the parameters for its checkpoint.
+  void AskStopInOrder(Asm& a, Inst& i, const std::string& why);
+  // The deferred ps stops whose time has come.
+  void StopDeferred(Asm& a);
+  // A chief or worker of the gang is still starting, running or stopping.
+  bool TrainersAlive(const Asm& a) const;
+  // A stopped instance of an assembly that still runs waits for a new place (preempted, or
+  // flexed down and back up meanwhile), saying why.
+  void Requeue(Asm& a, Inst& i);
+  // Tells the backend when each running training instance last checkpointed.
+  void NoteCheckpoints();
+  // Stops the victims of the preemptions Place() decided; true when some were released at
+  // once (they had not started), so that another pass may place the preemptor.
+  bool ActOnPreemptions();
+  void Preempted(Inst& i);  // the diagnostic while it waits
+  std::optional<Checkpoint> LastCheckpoint(const Asm& a) const;
 
   // ---- Loading ----
   Status Load();

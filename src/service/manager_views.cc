@@ -81,7 +81,8 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
     for (const ComponentStatus& c : s.components) {
       for (const InstanceStatus& i : c.instances) {
         if (i.state != kPending || (i.diagnostics.rfind("waiting for resources", 0) != 0 &&
-                                    i.diagnostics.rfind("can never be placed", 0) != 0)) {
+                                    i.diagnostics.rfind("can never be placed", 0) != 0 &&
+                                    i.diagnostics.rfind("preempted by", 0) != 0)) {
           continue;
         }
         if (first == nullptr) first = &i;
@@ -122,7 +123,9 @@ InstanceStatus ViewInstance(const Manager::Impl& d, const Manager::Impl::Asm& a,
     case Phase::kRequested: {
       v.state = kPending;
       PlacementStatus ps = d.backend.GetPlacement(i.ref.Key());
-      if (ps.phase == PlacementStatus::Phase::kInfeasible) {
+      if (!i.preempted.empty()) {
+        v.diagnostics = i.preempted;  // until it launches again
+      } else if (ps.phase == PlacementStatus::Phase::kInfeasible) {
         v.diagnostics = "can never be placed: " + ps.reason;
       } else if (!ps.reason.empty()) {
         v.diagnostics = "waiting for resources: " + ps.reason;

@@ -79,6 +79,10 @@ struct ReadinessCheck {
 // tarn.tf.role: the TensorFlow job a component's instances belong to.
 enum class TfRole { kNone, kChief, kWorker, kPs, kEvaluator };
 
+// tarn.stop.grace_secs: its default (Kubernetes') and its largest value.
+inline constexpr int64_t kDefaultStopGraceSecs = 30;
+inline constexpr int64_t kMaxStopGraceSecs = 86400;
+
 struct NamedPort {
   std::string name;  // lowercase, usable as an SRV service label and in TARN_PORT_<NAME>
   int port = 0;      // 1..65535
@@ -106,6 +110,9 @@ struct Component {
   // tarn.ports.public: the names of its ports (tarn.ports, or "tf") every local account may
   // connect to; the others are its tenant's alone (network walls).
   std::vector<std::string> public_ports;
+  // tarn.stop.grace_secs: every stop tarn makes (stop, flex-down, preemption) sends SIGTERM,
+  // then SIGKILL this long after (Kubernetes' terminationGracePeriodSeconds).
+  int64_t stop_grace_secs = kDefaultStopGraceSecs;
 
   friend bool operator==(const Component&, const Component&) = default;
 };

@@ -229,9 +229,9 @@ constexpr std::array<YarnProperty, 17> kYarnProperties = {{
     {"yarn.service.queue", PropKind::kNoEffect, 0},
 }};
 
-constexpr std::array<std::string_view, 6> kTarnKeys = {
-    "tarn.tf.role", "tarn.tf.port", "tarn.ports", "tarn.ports.public", "tarn.gang",
-    "tarn.priority"};
+constexpr std::array<std::string_view, 7> kTarnKeys = {
+    "tarn.tf.role", "tarn.tf.port",  "tarn.ports",          "tarn.ports.public",
+    "tarn.gang",    "tarn.priority", "tarn.stop.grace_secs"};
 
 // "http, grpc" -> {"http", "grpc"}; empty items are dropped.
 std::vector<std::string> SplitNames(const std::string& text) {
@@ -392,8 +392,9 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
       if (service_level) {
         diags.Error(path, "belongs on a component (it names that component's ports)");
       } else if (SplitNames(value).empty()) {
-        diags.Error(path, "names no port: give the names of tarn.ports to open to every local "
-                          "account (\"http\", \"http,grpc\")");
+        diags.Error(path,
+                    "names no port: give the names of tarn.ports to open to every local "
+                    "account (\"http\", \"http,grpc\")");
       }
     } else if (key == "tarn.gang") {
       if (!service_level) {
@@ -409,18 +410,24 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
         diags.Error(path,
                     "belongs in the service's configuration.properties (an assembly has one "
                     "priority)");
-      } else if (!priority || *priority < kMinPriority ||
-                 *priority > kMaxPriority) {
+      } else if (!priority || *priority < kMinPriority || *priority > kMaxPriority) {
         diags.Error(path, Quote(value) + " is not a priority (an integer from " +
-                              std::to_string(kMinPriority) + " to " +
-                              std::to_string(kMaxPriority) + "; higher goes first)");
+                              std::to_string(kMinPriority) + " to " + std::to_string(kMaxPriority) +
+                              "; higher goes first)");
+      }
+    } else if (key == "tarn.stop.grace_secs") {
+      auto secs = ParseInt64(value);
+      if (!secs || *secs < 0 || *secs > kMaxStopGraceSecs) {
+        diags.Error(path, Quote(value) + " is not a grace period (whole seconds from 0 to " +
+                              std::to_string(kMaxStopGraceSecs) + " between SIGTERM and SIGKILL)");
       }
     } else if (key.rfind("tarn.", 0) == 0) {
       std::string hint =
           NearestHint(key, std::vector<std::string_view>(kTarnKeys.begin(), kTarnKeys.end()));
       diags.Error(path, "unknown tarn property" + hint +
                             "; tarn knows tarn.tf.role, tarn.tf.port, tarn.ports, "
-                            "tarn.ports.public, tarn.gang, tarn.priority");
+                            "tarn.ports.public, tarn.gang, tarn.priority, "
+                            "tarn.stop.grace_secs");
     } else if (key.rfind("yarn.service.", 0) == 0) {
       CheckYarnProperty(key, value, path, diags);
     }
@@ -466,6 +473,10 @@ TarnComponentProperties ReadTarnProperties(const std::map<std::string, std::stri
     if (port && *port >= 1 && *port <= 65535) out.tf_port = static_cast<int>(*port);
   } else if (!out.ports.empty()) {
     out.tf_port = out.ports.front().port;
+  }
+  if (auto it = merged.find("tarn.stop.grace_secs"); it != merged.end()) {
+    auto secs = ParseInt64(it->second);
+    if (secs && *secs >= 0 && *secs <= kMaxStopGraceSecs) out.stop_grace_secs = *secs;
   }
   return out;
 }

@@ -32,6 +32,7 @@ struct TarnComponentProperties {
   std::optional<int> tf_port;
   std::vector<NamedPort> ports;
   std::vector<std::string> public_ports;
+  int64_t stop_grace_secs = kDefaultStopGraceSecs;
 };
 
 // Reads the typed values from merged properties that CheckProperties accepted.

@@ -109,8 +109,7 @@ class Parser {
     if (auto it = a.configuration.properties.find("tarn.priority");
         it != a.configuration.properties.end()) {
       // CheckProperties said what is wrong with a bad one.
-      if (auto p = ParseInt64(it->second);
-          p && *p >= kMinPriority && *p <= kMaxPriority) {
+      if (auto p = ParseInt64(it->second); p && *p >= kMinPriority && *p <= kMaxPriority) {
         a.priority = static_cast<int>(*p);
       }
     }
@@ -396,6 +395,7 @@ class Parser {
     c.tf_port = tarn.tf_port;
     c.ports = std::move(tarn.ports);
     c.public_ports = std::move(tarn.public_ports);
+    c.stop_grace_secs = tarn.stop_grace_secs;
     for (const std::string& name : c.public_ports) {
       std::string known;
       bool found = false;
@@ -404,10 +404,10 @@ class Parser {
         found |= p.name == name;
       }
       if (!found) {
-        diags_.Error(ChildPath(ChildPath(r.PathOf("configuration"), "properties"),
-                               "tarn.ports.public"),
-                     "\"" + name + "\" is none of this component's ports (" +
-                         (known.empty() ? "it declares none in tarn.ports" : known) + ")");
+        diags_.Error(
+            ChildPath(ChildPath(r.PathOf("configuration"), "properties"), "tarn.ports.public"),
+            "\"" + name + "\" is none of this component's ports (" +
+                (known.empty() ? "it declares none in tarn.ports" : known) + ")");
       }
     }
     if (auto deps = r.StringList("dependencies")) c.dependencies = std::move(*deps);

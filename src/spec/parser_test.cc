@@ -564,12 +564,14 @@ TEST(ParserTest, TarnRoleAndPorts) {
 
 // tarn.ports.public names the ports every local account may connect to (network walls).
 TEST(ParserTest, TarnPublicPortsNameDeclaredPorts) {
-  json j = WithProps(Base(), {{"tarn.ports", "grpc:2222,http:8501"}, {"tarn.ports.public", "http"}});
+  json j =
+      WithProps(Base(), {{"tarn.ports", "grpc:2222,http:8501"}, {"tarn.ports.public", "http"}});
   EXPECT_EQ(Ok(ParseJson(j)).components[0].public_ports, std::vector<std::string>{"http"});
   ExpectError(WithProps(Base(), {{"tarn.ports", "http:8501"}, {"tarn.ports.public", "htp"}}),
-              kProps + "[\"tarn.ports.public\"]", "\"htp\" is none of this component's ports (http)");
-  ExpectError(WithProps(Base(), {{"tarn.ports.public", "http"}}), kProps + "[\"tarn.ports.public\"]",
-              "(it declares none in tarn.ports)");
+              kProps + "[\"tarn.ports.public\"]",
+              "\"htp\" is none of this component's ports (http)");
+  ExpectError(WithProps(Base(), {{"tarn.ports.public", "http"}}),
+              kProps + "[\"tarn.ports.public\"]", "(it declares none in tarn.ports)");
   ExpectError(WithProps(Base(), {{"tarn.ports", "http:8501"}, {"tarn.ports.public", " , "}}),
               kProps + "[\"tarn.ports.public\"]", "names no port");
 }
@@ -661,6 +663,22 @@ TEST(ParserTest, TarnPriorityIsAnIntegerOfTheService) {
   }
   ExpectOneError(WithProps(Base(), {{"tarn.priority", "1"}}), kProps + "[\"tarn.priority\"]",
                  "belongs in the service's configuration.properties");
+}
+
+TEST(ParserTest, StopGraceIsWholeSecondsOfAComponentOrTheService) {
+  json j = Base();
+  EXPECT_EQ(Ok(ParseJson(j)).components[0].stop_grace_secs, 30) << "Kubernetes' default";
+  EXPECT_EQ(Ok(ParseJson(WithProps(Base(), {{"tarn.stop.grace_secs", "0"}})))
+                .components[0]
+                .stop_grace_secs,
+            0);
+  j["configuration"]["properties"] = {{"tarn.stop.grace_secs", "120"}};
+  EXPECT_EQ(Ok(ParseJson(j)).components[0].stop_grace_secs, 120) << "the service's default";
+  for (const char* bad : {"soon", "-1", "1.5", "", "86401"}) {
+    ExpectOneError(WithProps(Base(), {{"tarn.stop.grace_secs", bad}}),
+                   kProps + "[\"tarn.stop.grace_secs\"]",
+                   "is not a grace period (whole seconds from 0 to 86400");
+  }
 }
 
 TEST(ParserTest, TarnRoleAtServiceLevelIsRefused) {

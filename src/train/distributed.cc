@@ -86,7 +86,8 @@ Status RunParameterServerTask(const DistributedOptions& o, const std::atomic<boo
   return OkStatus();
 }
 
-StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
+StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& o,
+                                         const std::atomic<bool>* stop) {
   const LocalTrainingOptions& t = o.training;
   const ClusterSpec& c = o.cluster;
   auto log = [&](const std::string& line) {
@@ -168,6 +169,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
     // throughput (samples/s counts training steps, as tarn-train alone and the peers do).
     std::chrono::steady_clock::duration paused{};
     int64_t epoch = start_epoch, position = start_position;  // the batches done this epoch
+    int64_t last_checkpoint = -1;
     auto checkpoint_now = [&]() -> Status {
       const auto began = std::chrono::steady_clock::now();
       ASSIGN_OR_RETURN(PsClient::ModelState state, client->Snapshot());
@@ -179,6 +181,7 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       ck.position = position;
       ck.arrays = std::move(state.arrays);
       RETURN_IF_ERROR(WriteCheckpoint(t.checkpoint_dir, ck));
+      last_checkpoint = ck.step;
       log(TaskName(c) + ": checkpoint of step " + std::to_string(ck.step) + " (epoch " +
           std::to_string(epoch) + ", batch " + std::to_string(position) + ")");
       checkpoints.Mark(ck.step);
@@ -219,15 +222,16 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
       progress.accuracy = result.accuracy;
       log("step " + std::to_string(step) + ": test accuracy " + std::to_string(result.accuracy));
       if (!t.export_base.empty()) {
-        ASSIGN_OR_RETURN(result.exported_version,
-                         ExportTrainedModel(model, t, train.rows, train.cols, result.accuracy, step));
+        ASSIGN_OR_RETURN(
+            result.exported_version,
+            ExportTrainedModel(model, t, train.rows, train.cols, result.accuracy, step));
         progress.Exported(result.exported_version);
       }
       exports.Mark(step);
       paused += std::chrono::steady_clock::now() - began;
       return OkStatus();
     };
-    bool done = false;
+    bool done = false, stopped = false;
     for (; epoch <= t.epochs; ++epoch, position = 0) {
       // The same order for an epoch in every run, so that a resumed chief skips exactly the
       // batches it had done.
@@ -235,6 +239,10 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
                          static_cast<size_t>(position), t.batch_size);
       torch::Tensor images, labels;
       while (!done && loader.Next(&images, &labels)) {
+        if (stop != nullptr && stop->load()) {  // between steps: the position stays exact
+          stopped = done = true;
+          break;
+        }
         ASSIGN_OR_RETURN(step, pull());
         host.ToModel();
         if (!exports.marked()) exports.Mark(step);
@@ -278,13 +286,20 @@ StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& o) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start - paused).count();
     result.samples_per_second = seconds > 0 ? static_cast<double>(samples) / seconds : 0;
     if (c.IsChief() && !t.checkpoint_dir.empty()) RETURN_IF_ERROR(checkpoint_now());
+    if (stopped) {
+      // Asked to stop: the checkpoint above is what a restart resumes from; no export (the
+      // grace period is short, and the last one stands).
+      log(TaskName(c) + " stopped: " + std::to_string(result.steps) +
+          " steps of its own, global step " + std::to_string(step));
+      return WorkerTaskResult{result, true, last_checkpoint};
+    }
     // Stopped mid-epoch (max_steps), or resumed with nothing left to do: export what there is
     // (not a second time when the last epoch's end already did, at this step).
     if (c.IsChief() && evaluated_step != step) RETURN_IF_ERROR(export_now());
     log(TaskName(c) + " done: " + std::to_string(result.steps) + " steps of its own, global step " +
         std::to_string(step) + ", " +
         std::to_string(static_cast<int64_t>(result.samples_per_second)) + " samples/s");
-    return result;
+    return WorkerTaskResult{result, false, last_checkpoint};
   } catch (const std::exception& e) {
     std::string what = e.what();
     if (const size_t nl = what.find('\n'); nl != std::string::npos) what.resize(nl);

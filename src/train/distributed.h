@@ -33,7 +33,7 @@ struct DistributedOptions {
   ClusterSpec cluster;
   bool sync = false;
   int backup_workers = 0;
-  std::string bind_ip;  // where a ps listens ($TARN_IP); "": every address
+  std::string bind_ip;    // where a ps listens ($TARN_IP); "": every address
   int metrics_port = -1;  // a ps serves GET /metrics here (0: any port; -1: none)
   // The assembly's secret ($TARN_ASSEMBLY_SECRET): a ps admits only connections that prove
   // they hold it, and workers prove it (ps_wire.h). "": a ps admits anyone.
@@ -41,6 +41,17 @@ struct DistributedOptions {
 };
 
 Status RunParameterServerTask(const DistributedOptions& options, const std::atomic<bool>& stop);
-StatusOr<LocalTrainingResult> RunWorkerTask(const DistributedOptions& options);
+
+// A chief's or worker's run. Once `stop` is set (SIGTERM: tarn stopping it, for a stop, a
+// flex or a preemption) it finishes the step it is in; the chief then writes a checkpoint
+// of the current step (with --checkpoint_dir) and both return with `stopped` set, the
+// chief's `checkpoint_step` naming what a restart resumes from.
+struct WorkerTaskResult {
+  LocalTrainingResult training;
+  bool stopped = false;
+  int64_t checkpoint_step = -1;  // -1: none written on the way out
+};
+StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& options,
+                                         const std::atomic<bool>* stop = nullptr);
 
 }  // namespace tarn::train

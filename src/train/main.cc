@@ -154,10 +154,26 @@ int main(int argc, char** argv) {
                 << "\" is not one tarn-train runs (ps, worker, chief)\n";
       return 2;
     }
-    auto result = tarn::train::RunWorkerTask(d);
+    // SIGTERM (tarn stopping it: a stop, a flex-down, a preemption): the step in flight
+    // ends, the chief checkpoints it, and the last stderr line says where a restart resumes
+    // (tarn shows it: "resumes from step N"). The ps is stopped only after the chief.
+    struct sigaction sa {};
+    sa.sa_handler = OnStopSignal;
+    sa.sa_flags = SA_RESTART;  // a blocking pull or push carries on; the loop checks the flag
+    ::sigaction(SIGTERM, &sa, nullptr);
+    auto result = tarn::train::RunWorkerTask(d, &g_stop);
     if (!result.ok()) {
       std::cerr << "tarn-train: " << result.status().message() << "\n";
       return 1;
+    }
+    if (result->stopped) {
+      std::cerr << "tarn-train: stopped by SIGTERM";
+      if (result->checkpoint_step >= 0) {
+        std::cerr << ": checkpoint at step " << result->checkpoint_step << " in "
+                  << o.checkpoint_dir;
+      }
+      std::cerr << std::endl;
+      return 128 + SIGTERM;  // as a shell reports a process the signal ended
     }
     return 0;
   }
