@@ -18,6 +18,10 @@ TEST(ServerConfigTest, DefaultsWhenEmpty) {
   auto s = ParseServerConfig(R"({"scheduler": {"reservation_after_secs": 0}})", "config.json");
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_EQ(s->reservation_after, std::chrono::seconds(0));
+  EXPECT_TRUE(c->preemption);
+  auto off = ParseServerConfig(R"({"scheduler": {"preemption": false}})", "config.json");
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  EXPECT_FALSE(off->preemption);
 }
 
 TEST(ServerConfigTest, ContainerNamesAndUpstreams) {
@@ -87,6 +91,8 @@ TEST(ServerConfigTest, BadValuesNameTheKey) {
            Case{R"({"http": {"header_timeout_ms": 5}})", "c.json: http.header_timeout_ms:"},
            Case{R"({"http": {"max_conections": 10}})", "c.json: http.max_conections: unknown"},
            Case{R"({"scheduler": 60})", "c.json: scheduler: expected {\"reservation_after_secs\""},
+           Case{R"({"scheduler": {"preemption": "no"}})",
+                "c.json: scheduler.preemption: expected true or false, got \"no\""},
            Case{R"({"scheduler": {"reservation_after_secs": -1}})",
                 "c.json: scheduler.reservation_after_secs: expected a whole number >= 0"},
            Case{R"({"scheduler": {"reservation_after_secs": 40000000}})",
