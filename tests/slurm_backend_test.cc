@@ -105,8 +105,9 @@ class SlurmBackendTest : public ::testing::Test {
     WriteConfig(json::object());
   }
 
-  // The server's config: the slurm backend on this test's cluster, plus `backend_extra`.
-  void WriteConfig(const json& backend_extra) {
+  // The server's config: the slurm backend on this test's cluster, plus `backend_extra`,
+  // plus the top-level keys of `extra`.
+  void WriteConfig(const json& backend_extra, const json& extra = json::object()) {
     json backend = {{"type", "slurm"},
                     {"slurm_conf", slurm_conf_},
                     {"shared_dir", shared_},
@@ -121,6 +122,7 @@ class SlurmBackendTest : public ::testing::Test {
                    {"address_range", range_},
                    {"dns_upstream", json::array()},
                    {"backend", backend}};
+    for (auto it = extra.begin(); it != extra.end(); ++it) config[it.key()] = it.value();
     config_ = dir_ + "/config.json";
     std::FILE* f = std::fopen(config_.c_str(), "w");
     std::fputs(config.dump(2).c_str(), f);
@@ -388,14 +390,18 @@ TEST_F(SlurmBackendTest, ATenantsJobsAreItsOwn) {
   const passwd* pw = ::getpwnam(name.c_str());
   ASSERT_NE(pw, nullptr);
   const uid_t uid = pw->pw_uid;
+  // Its priority, 2 of its queue's 5, is Slurm's nice 3: a tenant may lower its own.
+  WriteConfig(json::object(),
+              {{"queues", json::array({{{"name", "default"}, {"max-application-priority", 5}}})}});
   StartServer();
-  json a = {{"name", "own"},
-            {"version", "1"},
-            {"components",
-             json::array({{{"name", "c"},
-                           {"number_of_containers", 1},
-                           {"launch_command", "echo \"uid=$(id -u)\"; exec sleep 1000"},
-                           {"resource", {{"cpus", 1}, {"memory", "128"}}}}})}};
+  json a = {
+      {"name", "own"},
+      {"version", "1"},
+      {"configuration", {{"properties", {{"tarn.priority", "2"}}}}},
+      {"components", json::array({{{"name", "c"},
+                                   {"number_of_containers", 1},
+                                   {"launch_command", "echo \"uid=$(id -u)\"; exec sleep 1000"},
+                                   {"resource", {{"cpus", 1}, {"memory", "128"}}}}})}};
   const std::string path = "/app/v1/services/own";
   ASSERT_EQ(CallApi(*server_, "POST", "/app/v1/services", a, name).status, 202);
   WaitFor("own to be STABLE", 90s, [&] {
@@ -407,12 +413,11 @@ TEST_F(SlurmBackendTest, ATenantsJobsAreItsOwn) {
   EXPECT_NE(ReadAll(inst + "/stdout.log").find("uid=" + std::to_string(uid) + "\n"),
             std::string::npos)
       << ReadAll(inst + "/stdout.log");
-  const std::string users =
-      Shell("SLURM_CONF=" + slurm_conf_ + " squeue -h -o '%j %u' -n tarn." + name + ".own.c-0.1");
-  EXPECT_EQ(users, "tarn." + name + ".own.c-0.1 " + name + "\n");
+  const std::string users = Shell("SLURM_CONF=" + slurm_conf_ +
+                                  " squeue -h -o '%j %u %y' -n tarn." + name + ".own.c-0.1");
+  EXPECT_EQ(users, "tarn." + name + ".own.c-0.1 " + name + " 3\n");
   struct stat st {};
-  for (const std::string& d :
-       {inst, shared_ + "/.tarn/shared/" + name + "/own"}) {
+  for (const std::string& d : {inst, shared_ + "/.tarn/shared/" + name + "/own"}) {
     ASSERT_EQ(::stat(d.c_str(), &st), 0) << d;
     EXPECT_EQ(st.st_uid, uid) << d;
     EXPECT_EQ(st.st_mode & 07, 0u) << d << ": other accounts may not enter";
@@ -528,25 +533,25 @@ TEST_F(SlurmBackendTest, AMissingSharedDirIsAClearError) {
       << server.log();
 }
 
-
 // A gang (the components with a tarn.tf.role) is one heterogeneous job: all of it or none
 // is allocated; its members are srun steps in it that start in dependency order, restart
 // alone inside the allocation, and end with it; a restarted server adopts them.
 TEST_F(SlurmBackendTest, AGangIsOneHeterogeneousJob) {
   const std::string cmd = "echo \"gpus=$CUDA_VISIBLE_DEVICES\"; exec sleep 1000";
   auto component = [&](const std::string& name, const std::string& role, int gpus) {
-    json c = {{"name", name},
-              {"number_of_containers", 2},
-              {"launch_command", cmd},
-              {"resource", {{"cpus", 1}, {"memory", "64"}}},
-              {"configuration",
-               {{"properties", {{"tarn.tf.role", role}, {"tarn.ports", "grpc:2222"}}}}}};
+    json c = {
+        {"name", name},
+        {"number_of_containers", 2},
+        {"launch_command", cmd},
+        {"resource", {{"cpus", 1}, {"memory", "64"}}},
+        {"configuration", {{"properties", {{"tarn.tf.role", role}, {"tarn.ports", "grpc:2222"}}}}}};
     if (gpus > 0) c["resource"]["additional"] = {{"yarn.io/gpu", {{"value", gpus}}}};
     return c;
   };
   json worker = component("worker", "worker", 1);
   worker["dependencies"] = {"ps"};
-  json a = {{"name", "g"}, {"version", "1"},
+  json a = {{"name", "g"},
+            {"version", "1"},
             {"components", json::array({component("ps", "ps", 0), worker})}};
   StartServer();
   ASSERT_EQ(Call("POST", "/app/v1/services", a).status, 202);
@@ -575,8 +580,7 @@ TEST_F(SlurmBackendTest, AGangIsOneHeterogeneousJob) {
   for (const auto& [name, i] : inst) ports.insert(i["ports"].value("grpc", 0));
   EXPECT_EQ(ports.size(), 4u);
   for (const char* w : {"worker-0", "worker-1"}) {  // a GPU each, from the component's GRES
-    EXPECT_NE(ReadAll(shared_ + "/alice/g/" + w + "/stdout.log").find("gpus=0"),
-              std::string::npos)
+    EXPECT_NE(ReadAll(shared_ + "/alice/g/" + w + "/stdout.log").find("gpus=0"), std::string::npos)
         << w;
   }
 
@@ -584,10 +588,14 @@ TEST_F(SlurmBackendTest, AGangIsOneHeterogeneousJob) {
   const int pid = WorkloadPid("alice_g_ps-0_1", "sleep");
   ASSERT_GT(pid, 1);
   ASSERT_EQ(::kill(pid, SIGKILL), 0);
-  ASSERT_TRUE(WaitFor("ps-0 to run again", 60s, [&] {
-    json i = Instances("g")["ps-0"];
-    return i.value("state", "") == "READY" && i.value("id", "") == "alice_g_ps-0_2";
-  })) << json(Instances("g")).dump(1) << "\nserver log:\n" << server_->log();
+  ASSERT_TRUE(WaitFor("ps-0 to run again", 60s,
+                      [&] {
+                        json i = Instances("g")["ps-0"];
+                        return i.value("state", "") == "READY" &&
+                               i.value("id", "") == "alice_g_ps-0_2";
+                      }))
+      << json(Instances("g")).dump(1) << "\nserver log:\n"
+      << server_->log();
   EXPECT_NE(Instances("g")["ps-0"]["last_exit"].get<std::string>().find("signal 9"),
             std::string::npos)
       << Instances("g")["ps-0"].dump();
@@ -602,9 +610,9 @@ TEST_F(SlurmBackendTest, AGangIsOneHeterogeneousJob) {
   std::this_thread::sleep_for(2s);
   EXPECT_EQ(AllJobIds(), ids_before) << "a restarted server submitted jobs";
   // ... and still stops a member by signalling its step: flex worker down to 1.
-  ASSERT_EQ(Call("PUT", "/app/v1/services/g/components/worker", {{"number_of_containers", 1}})
-                .status,
-            200);
+  ASSERT_EQ(
+      Call("PUT", "/app/v1/services/g/components/worker", {{"number_of_containers", 1}}).status,
+      200);
   ASSERT_TRUE(WaitFor("worker-1 to go", 30s, [&] { return !Instances("g").count("worker-1"); }));
   ASSERT_TRUE(WaitState("g", "STABLE"));
   EXPECT_EQ(gang_rows(), rows);
@@ -730,8 +738,8 @@ TEST_F(SlurmFashionMnistTest, TrainsAndServesOnTwoNodesWithGresGpus) {
   }
   EXPECT_EQ(gang_components.size(), 2u) << "expected <id>+0 and <id>+1";
   for (const std::string& id : gang_components) EXPECT_NE(id.find('+'), std::string::npos) << id;
-  EXPECT_EQ(own_jobs, (std::set<std::string>{"tarn.alice.fmnist.serving-0",
-                                             "tarn.alice.fmnist.serving-1"}));
+  EXPECT_EQ(own_jobs,
+            (std::set<std::string>{"tarn.alice.fmnist.serving-0", "tarn.alice.fmnist.serving-1"}));
   EXPECT_EQ(inst["ps-0"]["bare_host"], inst["ps-1"]["bare_host"]);
   EXPECT_EQ(inst["worker-0"]["bare_host"], inst["worker-1"]["bare_host"]);
   EXPECT_NE(inst["ps-0"]["bare_host"], inst["worker-0"]["bare_host"]);

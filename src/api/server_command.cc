@@ -99,15 +99,27 @@ namespace {
 // (tarn_train_checkpoint_step and _timestamp_seconds; -1 and 0 mean none yet).
 std::optional<service::Checkpoint> LastCheckpoint(const metrics::SeriesStore& store,
                                                   const std::string& key) {
-  metrics::SeriesStore::InstanceSeries in = store.Query(
-      key, {"tarn_train_checkpoint_step", "tarn_train_checkpoint_timestamp_seconds"}, 0, 1);
-  std::optional<double> step, at;
+  metrics::SeriesStore::InstanceSeries in =
+      store.Query(key,
+                  {"tarn_train_checkpoint_step", "tarn_train_checkpoint_timestamp_seconds",
+                   "tarn_train_global_step"},
+                  0, 1);
+  std::optional<double> step, at, reached;
   for (const metrics::SeriesStore::Series& s : in.series) {
     if (s.points.empty()) continue;
-    (s.name == "tarn_train_checkpoint_step" ? step : at) = s.points.back().v;
+    if (s.name == "tarn_train_checkpoint_step") step = s.points.back().v;
+    if (s.name == "tarn_train_checkpoint_timestamp_seconds") at = s.points.back().v;
+    if (s.name == "tarn_train_global_step") reached = s.points.back().v;
   }
-  if (!step || !at || *step < 0 || *at <= 0) return std::nullopt;
-  return service::Checkpoint{static_cast<int64_t>(*step), static_cast<int64_t>(*at * 1000)};
+  service::Checkpoint cp;
+  cp.step = -1;
+  if (step && at && *step >= 0 && *at > 0) {
+    cp.step = static_cast<int64_t>(*step);
+    cp.wall_ms = static_cast<int64_t>(*at * 1000);
+  }
+  if (reached && *reached >= 0) cp.reached_step = static_cast<int64_t>(*reached);
+  if (cp.step < 0 && cp.reached_step < 0) return std::nullopt;
+  return cp;
 }
 
 std::string PreemptionPrometheusText(const service::PreemptionCounters& c) {
@@ -121,7 +133,11 @@ std::string PreemptionPrometheusText(const service::PreemptionCounters& c) {
          "time since their last checkpoint, when preempted.\n"
          "# TYPE tarn_preempted_gpu_seconds_at_risk_total counter\n"
          "tarn_preempted_gpu_seconds_at_risk_total " +
-         std::to_string(static_cast<double>(c.gpu_milliseconds_at_risk.load()) / 1000) + "\n";
+         std::to_string(static_cast<double>(c.gpu_milliseconds_at_risk.load()) / 1000) +
+         "\n# HELP tarn_preempted_steps_redone_total Steps preempted gangs computed again: "
+         "the step each had reached less the one it resumed from.\n"
+         "# TYPE tarn_preempted_steps_redone_total counter\ntarn_preempted_steps_redone_total " +
+         std::to_string(c.steps_redone.load()) + "\n";
 }
 
 // The server's key for the assemblies' secrets (STATE/assembly.key, 32 random bytes, 0600):
@@ -413,6 +429,8 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
     so.partition = config.backend.partition;
     so.account = config.backend.account;
     so.qos = config.backend.qos;
+    so.queues = config.queues;
+    so.priority_qos = config.backend.priority_qos;
     so.sbatch_options = config.backend.sbatch_options;
     so.shared_dir = config.backend.shared_dir;
     so.poll_interval = config.backend.poll_interval;

@@ -57,6 +57,46 @@ StatusOr<BackendConfig> ParseBackend(const json& v, const std::string& source) {
       ASSIGN_OR_RETURN(b.account, String(*f, source, at));
     } else if (k == "qos") {
       ASSIGN_OR_RETURN(b.qos, String(*f, source, at));
+    } else if (k == "priority_qos") {
+      // [{"priority": P, "qos": "NAME"}]: a job of priority p takes the QOS of the entry
+      // with the highest priority <= p (backend::MapPriority).
+      if (!f->is_array()) return Bad(source, at, "expected a list of {\"priority\", \"qos\"}");
+      for (size_t n = 0; n < f->size(); ++n) {
+        const std::string an = at + "[" + std::to_string(n) + "]";
+        const json& e = (*f)[n];
+        if (!e.is_object()) return Bad(source, an, "expected {\"priority\": P, \"qos\": NAME}");
+        backend::PriorityQos pq;
+        bool has_priority = false;
+        for (auto g = e.begin(); g != e.end(); ++g) {
+          const std::string gk = an + "." + g.key();
+          if (g.key() == "priority") {
+            if (!g->is_number_integer() || g->get<int64_t>() < kMinPriority ||
+                g->get<int64_t>() > kMaxPriority) {
+              return Bad(source, gk,
+                         "expected an integer from " + std::to_string(kMinPriority) + " to " +
+                             std::to_string(kMaxPriority) + ", got " + g->dump());
+            }
+            pq.priority = g->get<int>();
+            has_priority = true;
+          } else if (g.key() == "qos") {
+            ASSIGN_OR_RETURN(pq.qos, String(*g, source, gk));
+            if (pq.qos.empty() || pq.qos.find_first_of(" ,=\t\n") != std::string::npos) {
+              return Bad(source, gk, "expected a QOS name, got " + g->dump());
+            }
+          } else {
+            return Bad(source, gk, "unknown field (expected priority, qos)");
+          }
+        }
+        if (!has_priority) return Bad(source, an + ".priority", "required");
+        if (pq.qos.empty()) return Bad(source, an + ".qos", "required");
+        for (const backend::PriorityQos& other : b.priority_qos) {
+          if (other.priority == pq.priority) {
+            return Bad(source, an + ".priority",
+                       "priority " + std::to_string(pq.priority) + " is listed twice");
+          }
+        }
+        b.priority_qos.push_back(std::move(pq));
+      }
     } else if (k == "shared_dir") {
       ASSIGN_OR_RETURN(b.shared_dir, String(*f, source, at));
       if (b.shared_dir.empty() || b.shared_dir[0] != '/') {
@@ -83,7 +123,7 @@ StatusOr<BackendConfig> ParseBackend(const json& v, const std::string& source) {
     } else {
       return Bad(source, at,
                  "unknown field (expected type, slurm_conf, partition, account, qos, "
-                 "sbatch_options, shared_dir, port_range, poll_interval_ms)");
+                 "priority_qos, sbatch_options, shared_dir, port_range, poll_interval_ms)");
     }
   }
   if (b.type == BackendConfig::Type::kSlurm && b.shared_dir.empty()) {

@@ -51,6 +51,7 @@
 //                 "shared_dir": "/shared/tarn", // required: a directory every node sees
 //                 "slurm_conf": "",           // "" = $SLURM_CONF
 //                 "partition": "", "account": "", "qos": "",
+//                 "priority_qos": [{"priority": 10, "qos": "urgent"}], // a QOS by tarn.priority
 //                 "sbatch_options": ["--time=1-0"], // added to every sbatch
 //                 "port_range": "20000-29999", // instances' port numbers, unique in the cluster
 //                 "poll_interval_ms": 500}    // how often squeue is read
@@ -66,6 +67,7 @@
 #include "auth/authenticator.h"
 #include "backend/name_files.h"
 #include "backend/port_book.h"
+#include "backend/slurm_commands.h"
 #include "common/status.h"
 #include "metrics/series_store.h"
 #include "scheduler/queue_config.h"
@@ -81,6 +83,7 @@ struct BackendConfig {
   // kSlurm only (backend/slurm_backend.h says what each does).
   std::string slurm_conf;  // "" = $SLURM_CONF
   std::string partition, account, qos;
+  std::vector<backend::PriorityQos> priority_qos;  // "priority_qos": [{"priority", "qos"}]
   std::vector<std::string> sbatch_options;
   std::string shared_dir;  // absolute; required for kSlurm
   backend::PortRange port_range{20000, 29999};

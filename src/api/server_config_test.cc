@@ -46,7 +46,8 @@ TEST(ServerConfigTest, SlurmBackend) {
   EXPECT_EQ(c->backend.type, BackendConfig::Type::kLocal);
   c = ParseServerConfig(R"({"backend": {"type": "slurm", "shared_dir": "/shared/tarn",
       "slurm_conf": "/etc/slurm/slurm.conf", "partition": "gpu", "account": "ml", "qos": "high",
-      "sbatch_options": ["--time=60"], "poll_interval_ms": 250}})",
+      "sbatch_options": ["--time=60"], "poll_interval_ms": 250,
+      "priority_qos": [{"priority": 10, "qos": "urgent"}, {"priority": -5, "qos": "scavenger"}]}})",
                         "c.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->backend.type, BackendConfig::Type::kSlurm);
@@ -57,6 +58,8 @@ TEST(ServerConfigTest, SlurmBackend) {
   EXPECT_EQ(c->backend.qos, "high");
   EXPECT_EQ(c->backend.sbatch_options, std::vector<std::string>{"--time=60"});
   EXPECT_EQ(c->backend.poll_interval.count(), 250);
+  EXPECT_EQ(c->backend.priority_qos,
+            (std::vector<backend::PriorityQos>{{10, "urgent"}, {-5, "scavenger"}}));
 }
 
 TEST(ServerConfigTest, BadValuesNameTheKey) {
@@ -84,6 +87,23 @@ TEST(ServerConfigTest, BadValuesNameTheKey) {
                 "c.json: backend.partiton: unknown field"},
            Case{R"({"backend": {"type": "slurm", "shared_dir": "/s", "sbatch_options": ["x"]}})",
                 "c.json: backend.sbatch_options[0]: expected an option"},
+           Case{R"({"backend": {"type": "slurm", "shared_dir": "/s", "priority_qos": {}}})",
+                "c.json: backend.priority_qos: expected a list"},
+           Case{R"({"backend": {"type": "slurm", "shared_dir": "/s",
+                  "priority_qos": [{"priority": 1.5, "qos": "a"}]}})",
+                "c.json: backend.priority_qos[0].priority: expected an integer from"},
+           Case{R"({"backend": {"type": "slurm", "shared_dir": "/s",
+                  "priority_qos": [{"priority": 1}]}})",
+                "c.json: backend.priority_qos[0].qos: required"},
+           Case{R"({"backend": {"type": "slurm", "shared_dir": "/s",
+                  "priority_qos": [{"priority": 1, "qos": "a,b"}]}})",
+                "c.json: backend.priority_qos[0].qos: expected a QOS name"},
+           Case{R"({"backend": {"type": "slurm", "shared_dir": "/s",
+                  "priority_qos": [{"priority": 1, "qos": "a"}, {"priority": 1, "qos": "b"}]}})",
+                "c.json: backend.priority_qos[1].priority: priority 1 is listed twice"},
+           Case{R"({"backend": {"type": "slurm", "shared_dir": "/s",
+                  "priority_qos": [{"priority": 1, "qos": "a", "preempt": true}]}})",
+                "c.json: backend.priority_qos[0].preempt: unknown field"},
            Case{R"({"backend": {"type": "local", "shared_dir": "/s"}})",
                 "c.json: backend.shared_dir: unknown field"},
            Case{R"({"http": []})", "c.json: http: expected an object"},

@@ -204,13 +204,29 @@ std::string SlurmBackend::PartitionFor(const spec::Assembly& assembly) const {
                                                                : assembly.queue;
 }
 
+scheduler::QueueConfig SlurmBackend::QueueOf(const spec::Assembly& assembly) const {
+  const std::string name = assembly.queue.empty() ? "default" : assembly.queue;
+  for (const scheduler::QueueConfig& q : options_.queues) {
+    if (q.name == name) return q;
+  }
+  scheduler::QueueConfig q;
+  q.name = name;
+  return q;
+}
+
+SlurmPriority SlurmBackend::PriorityOf(const spec::Assembly& assembly) const {
+  const scheduler::QueueConfig q = QueueOf(assembly);
+  return MapPriority(q.PriorityFor(assembly.priority), q.max_priority, options_.priority_qos);
+}
+
 SbatchRequest SlurmBackend::NewSbatch(const std::string& job_name, const std::string& partition,
-                                      const std::string& dir) const {
+                                      const SlurmPriority& priority, const std::string& dir) const {
   SbatchRequest r;
   r.job_name = job_name;
   r.partition = partition;
   r.account = options_.account;
-  r.qos = options_.qos;
+  r.qos = priority.qos.empty() ? options_.qos : priority.qos;
+  r.nice = priority.nice;
   r.extra_options = options_.sbatch_options;
   if (!dir.empty()) {
     r.stdout_path = dir + "/stdout.log";
@@ -274,9 +290,8 @@ Status SlurmBackend::RequestPlacement(const spec::Assembly& assembly,
         // Slurm has the last word (the inventory may be stale) and its own reason:
         // `sbatch --test-only` submits nothing. Rare (only what seems never to fit), so it
         // may run here, on the service loop, with a short time limit.
-        SbatchRequest test =
-            NewSbatch(JobName(ref.user, ref.assembly, ref.instance, "test"),
-                      PartitionFor(assembly), "");
+        SbatchRequest test = NewSbatch(JobName(ref.user, ref.assembly, ref.instance, "test"),
+                                       PartitionFor(assembly), PriorityOf(assembly), "");
         test.cpus = cpus;
         test.memory_mib = mem;
         test.gpus = gpus;
@@ -299,9 +314,10 @@ Status SlurmBackend::RequestPlacement(const spec::Assembly& assembly,
     // assembly's order, with as many tasks as it has members here.
     Gang g;
     const InstanceRef& first = members.front();
-    g.job_name = JobName(first.user, first.assembly, "gang",
-                         std::to_string(options_.clock->WallMillis()));
+    g.job_name =
+        JobName(first.user, first.assembly, "gang", std::to_string(options_.clock->WallMillis()));
     g.partition = PartitionFor(assembly);
+    g.priority = PriorityOf(assembly);
     for (const spec::Component& c : assembly.components) {
       const int64_t n = std::count_if(members.begin(), members.end(),
                                       [&](const InstanceRef& r) { return r.component == c.name; });
@@ -434,8 +450,8 @@ LaunchContext SlurmBackend::ContextFor(const std::string& user) const {
 }
 
 StatusOr<runtime::RunAs> SlurmBackend::RunAsFor(const std::string& user, bool privileged) const {
-  StatusOr<runtime::RunAs> as = runtime::ResolveRunAs(options_.run_as_policy, user, privileged, ::geteuid(),
-                               options_.accounts);
+  StatusOr<runtime::RunAs> as = runtime::ResolveRunAs(options_.run_as_policy, user, privileged,
+                                                      ::geteuid(), options_.accounts);
   if (as.ok() && ::geteuid() != 0) {
     as->reason = "tarn server is not root: Slurm runs every job as the server's account";
   }
@@ -461,8 +477,9 @@ StatusOr<spec::PortLookup> SlurmBackend::AssignPorts(const spec::Assembly& assem
     for (const spec::Component& c : assembly.components) {
       if (c.tf_role == spec::TfRole::kNone) continue;
       for (int64_t i = 0; i < c.number_of_containers; ++i) {
-        RETURN_IF_ERROR(ports_->Assign(ref.user, ref.assembly, spec::InstanceName(c.name, i),
-                                       spec::DeclaredPorts(c))
+        RETURN_IF_ERROR(ports_
+                            ->Assign(ref.user, ref.assembly, spec::InstanceName(c.name, i),
+                                     spec::DeclaredPorts(c))
                             .status());
       }
     }
@@ -558,8 +575,8 @@ StatusOr<runtime::ContainerSpec> SlurmBackend::PrepareInstance(const spec::Assem
     }
   }
   ::unlink(JobRecord(ref).c_str());
-  for (const char* stale : {"address", "address.tmp", "exit.json", "stop", "step.end",
-                            "step.end.tmp"}) {
+  for (const char* stale :
+       {"address", "address.tmp", "exit.json", "stop", "step.end", "step.end.tmp"}) {
     std::error_code ec;
     fs::remove(dir + "/" + stale, ec);
   }
@@ -580,11 +597,10 @@ StatusOr<std::vector<std::string>> SlurmBackend::PrepareJob(const spec::Assembly
   b.shim_binary = options_.bin_dir + "/tarn-shim";
   b.cpus = component.resource.cpus.value_or(1);
   b.gpus = component.resource.gpus.value_or(0);
-  RETURN_IF_ERROR(
-      runtime::WriteFileAtomically(dir + "/job.sh", RenderBatchScript(b), true, 0755));
+  RETURN_IF_ERROR(runtime::WriteFileAtomically(dir + "/job.sh", RenderBatchScript(b), true, 0755));
 
   SbatchRequest r = NewSbatch(JobName(ref.user, ref.assembly, ref.instance, container_id),
-                              PartitionFor(assembly), dir);
+                              PartitionFor(assembly), PriorityOf(assembly), dir);
   r.cpus = b.cpus;
   r.memory_mib = component.resource.memory_mib.value_or(0);
   r.gpus = b.gpus;
@@ -713,7 +729,8 @@ bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& ga
   }
   if (!s.ok()) return refuse(s.message());
   StatusOr<CommandResult> out = RunSlurm(
-      GangSbatchArgv(NewSbatch(g.job_name, g.partition, gang_dir), g.components), {}, &as);
+      GangSbatchArgv(NewSbatch(g.job_name, g.partition, g.priority, gang_dir), g.components), {},
+      &as);
   if (!out.ok()) return refuse("sbatch: " + out.status().message());
   if (!out->success()) return refuse("sbatch: " + SlurmError(out->err));
   StatusOr<int64_t> job = ParseSbatchJobId(out->out);
@@ -723,8 +740,8 @@ bool SlurmBackend::SubmitGang(const std::string& gang_key, const std::string& ga
                      (g.partition.empty() ? "-" : g.partition) + "\n";
   for (size_t i = 0; i < g.components.size(); ++i) {
     const HetComponent& h = g.components[i];
-    text += g.component_of[i] + " " + std::to_string(h.tasks) + " " + std::to_string(h.cpus) +
-            " " + std::to_string(h.memory_mib) + " " + std::to_string(h.gpus) + "\n";
+    text += g.component_of[i] + " " + std::to_string(h.tasks) + " " + std::to_string(h.cpus) + " " +
+            std::to_string(h.memory_mib) + " " + std::to_string(h.gpus) + "\n";
   }
   s = WriteRecord(GangRecord(gang_key), text);
   if (!s.ok()) LogSlurmError(gang_key + ": " + s.message());
@@ -786,8 +803,8 @@ bool SlurmBackend::LaunchMember(const spec::Assembly& assembly, const spec::Comp
                            StepSrunOptions(group, share)));
   }
   if (s.ok()) {
-    s = WriteRecord(JobRecord(ref), std::to_string(job) + " " + container_id +
-                                                       " " + std::to_string(group) + "\n");
+    s = WriteRecord(JobRecord(ref),
+                    std::to_string(job) + " " + container_id + " " + std::to_string(group) + "\n");
   }
   // Last: the request, which the gang's script takes as soon as it runs.
   if (s.ok()) s = runtime::WriteFileAtomically(request, dir + "\n");
@@ -831,8 +848,8 @@ void SlurmBackend::DoStop(const InstanceRef& ref, const std::string& container_i
       t.stop_asked = true;
       if (t.step_id >= 0) {
         t.stop_sent = std::chrono::steady_clock::now();
-        const int64_t job = t.component_job != 0 ? t.component_job
-                                                 : ComponentJob(t.job_id, t.het_group);
+        const int64_t job =
+            t.component_job != 0 ? t.component_job : ComponentJob(t.job_id, t.het_group);
         const int64_t step = t.step_id;
         work_->Post([this, key, job, step] { SignalStep(key, job, step, false); });
         return;
@@ -1067,10 +1084,10 @@ void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
     auto found = by_id.find(t.job_id);
     if (found == by_id.end()) {
       if (++t.misses >= kMissesBeforeLost) {
-        ReportExit(key, t.container_id,
-                   EndOfVanishedJob(t, "lost: Slurm no longer lists job " +
-                                           std::to_string(t.job_id) +
-                                           " and no end state of it was seen"));
+        ReportExit(
+            key, t.container_id,
+            EndOfVanishedJob(t, "lost: Slurm no longer lists job " + std::to_string(t.job_id) +
+                                    " and no end state of it was seen"));
       }
       continue;
     }
@@ -1088,7 +1105,7 @@ void SlurmBackend::Observe(const std::vector<SlurmJob>& jobs) {
         break;
       }
       case JobView::Phase::kEnded:
-        ReportExit(key, t.container_id, v.exit);
+        ReportExit(key, t.container_id, v.exit, v.preempted);
         break;
     }
   }
@@ -1114,13 +1131,12 @@ void SlurmBackend::ObserveMember(const std::string& key, Tracked& t,
                                  const std::vector<SlurmJob>& jobs) {
   // Its step ended: launch.sh recorded srun's status; the shim, how the instance ended.
   StatusOr<std::string> end_text = ReadFileNoFollow(t.instance_dir + "/step.end", 4096);
-  StatusOr<StepEnd> end = end_text.ok() ? ParseStepEnd(*end_text)
-                                        : StatusOr<StepEnd>(end_text.status());
+  StatusOr<StepEnd> end =
+      end_text.ok() ? ParseStepEnd(*end_text) : StatusOr<StepEnd>(end_text.status());
   if (end.ok() && end->container_id == t.container_id) {
     runtime::ExitInfo e;
     StatusOr<std::string> shim = ReadFileNoFollow(t.instance_dir + "/exit.json", 1 << 16);
-    nlohmann::json j =
-        shim.ok() ? nlohmann::json::parse(*shim, nullptr, false) : nlohmann::json();
+    nlohmann::json j = shim.ok() ? nlohmann::json::parse(*shim, nullptr, false) : nlohmann::json();
     StatusOr<runtime::ExitInfo> recorded = j.is_object()
                                                ? runtime::ExitInfoFromJson(j)
                                                : StatusOr<runtime::ExitInfo>(NotFoundError(""));
@@ -1136,7 +1152,12 @@ void SlurmBackend::ObserveMember(const std::string& key, Tracked& t,
                      (t.started ? " and the shim recorded no exit (killed with it?)"
                                 : " before the instance ran (see its stderr.log)"));
     }
-    return ReportExit(key, t.container_id, e);
+    // Slurm's preemption of the gang's job ends its steps too: once it lists the job
+    // PREEMPTED, so are they (an end seen before that reads as the instance's own).
+    const bool preempted = std::any_of(jobs.begin(), jobs.end(), [&](const SlurmJob& j) {
+      return j.het_job_id == t.job_id && j.het_job_offset == t.het_group && j.state == "PREEMPTED";
+    });
+    return ReportExit(key, t.container_id, e, preempted);
   }
   const SlurmJob* row = nullptr;
   for (const SlurmJob& j : jobs) {
@@ -1169,7 +1190,8 @@ void SlurmBackend::ObserveMember(const std::string& key, Tracked& t,
       // enough within a minute.
       const auto now = std::chrono::steady_clock::now();
       const bool sent = t.stop_sent != std::chrono::steady_clock::time_point{};
-      if (t.stop_asked && t.step_id >= 0 && (!sent || now - t.stop_sent > std::chrono::minutes(1))) {
+      if (t.stop_asked && t.step_id >= 0 &&
+          (!sent || now - t.stop_sent > std::chrono::minutes(1))) {
         t.stop_sent = now;
         const int64_t job = t.component_job, step = t.step_id;
         work_->Post([this, key, job, step, sent] { SignalStep(key, job, step, sent); });
@@ -1177,7 +1199,7 @@ void SlurmBackend::ObserveMember(const std::string& key, Tracked& t,
       break;
     }
     case JobView::Phase::kEnded:
-      ReportExit(key, t.container_id, v.exit);
+      ReportExit(key, t.container_id, v.exit, v.preempted);
       break;
   }
 }
@@ -1226,7 +1248,7 @@ void SlurmBackend::EmitStartFailed(const std::string& key, const std::string& co
 }
 
 void SlurmBackend::ReportExit(const std::string& key, std::string container_id,
-                              runtime::ExitInfo exit) {
+                              runtime::ExitInfo exit, bool preempted) {
   auto t = tracked_.find(key);
   std::string gang;
   if (t != tracked_.end() && t->second.container_id == container_id) {
@@ -1257,6 +1279,7 @@ void SlurmBackend::ReportExit(const std::string& key, std::string container_id,
   e.key = key;
   e.container_id = container_id;
   e.exit = std::move(exit);
+  e.preempted = preempted;
   Emit(std::move(e));
 }
 
@@ -1264,8 +1287,7 @@ runtime::ExitInfo SlurmBackend::EndOfVanishedJob(const Tracked& t, const std::st
   const std::string job = "Slurm job " + std::to_string(t.job_id);
   if (!jobcomp_file_.empty()) {
     StatusOr<std::string> text = ReadFileToString(jobcomp_file_, 256u << 20);
-    std::optional<SlurmJob> record =
-        text.ok() ? FindJobCompRecord(*text, t.job_id) : std::nullopt;
+    std::optional<SlurmJob> record = text.ok() ? FindJobCompRecord(*text, t.job_id) : std::nullopt;
     if (record) {
       runtime::ExitInfo e = ViewJob(*record).exit;
       if (e.finished_at_ms == 0) e.finished_at_ms = options_.clock->WallMillis();
@@ -1276,9 +1298,9 @@ runtime::ExitInfo SlurmBackend::EndOfVanishedJob(const Tracked& t, const std::st
   StatusOr<std::string> text = ReadFileNoFollow(t.instance_dir + "/exit.json", 1 << 16);
   if (text.ok()) {
     nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
-    StatusOr<runtime::ExitInfo> e =
-        j.is_object() ? runtime::ExitInfoFromJson(j)
-                      : StatusOr<runtime::ExitInfo>(DataLossError("not JSON"));
+    StatusOr<runtime::ExitInfo> e = j.is_object()
+                                        ? runtime::ExitInfoFromJson(j)
+                                        : StatusOr<runtime::ExitInfo>(DataLossError("not JSON"));
     if (e.ok()) {
       e->diagnostics = runtime::DescribeExit(*e) + " (" + job +
                        " is gone from squeue; this is what the instance's shim recorded)";
@@ -1308,14 +1330,17 @@ std::vector<scheduler::NodeUsage> SlurmBackend::Nodes() const {
 
 std::vector<scheduler::QueueUsage> SlurmBackend::Queues() const {
   std::vector<scheduler::QueueUsage> out(1);
-  out[0].config.name = "default";
   std::set<std::string> partitions;
   for (const SlurmNode& n : CachedNodes()) {
     partitions.insert(n.partitions.begin(), n.partitions.end());
   }
+  partitions.erase("default");  // the first entry either way
+  spec::Assembly in;
+  out[0].config = QueueOf(in);
   for (const std::string& p : partitions) {
+    in.queue = p;
     scheduler::QueueUsage q;
-    q.config.name = p;
+    q.config = QueueOf(in);
     out.push_back(std::move(q));
   }
   return out;

@@ -113,8 +113,14 @@ class SlurmBackend final : public service::Backend {
   struct Options {
     std::string slurm_conf;  // "" = $SLURM_CONF of this process (may be unset: Slurm's default)
     std::string partition, account, qos;  // "" = Slurm's defaults
+    // The server's queues (scheduler::ParseQueues'd): the partition of a queue's name (the
+    // configured or Slurm's default one: "default") takes its priorities and ACLs; the
+    // others have the defaults. Their capacities are Slurm's to enforce, not tarn's.
+    std::vector<scheduler::QueueConfig> queues;
+    // A QOS by priority (MapPriority), instead of `qos`; empty: `qos` for every job.
+    std::vector<PriorityQos> priority_qos;
     std::vector<std::string> sbatch_options;
-    std::string shared_dir;  // required, absolute
+    std::string shared_dir;              // required, absolute
     PortRange port_range{20000, 29999};  // where instances' port numbers come from
     // How often squeue is read; <= 0: no poller thread (tests call PollForTest()).
     std::chrono::milliseconds poll_interval{500};
@@ -215,9 +221,10 @@ class SlurmBackend final : public service::Backend {
   // A gang's heterogeneous job: one per assembly and start of its gang. Recorded in
   // <assembly dir>/.gang/gang so that a restarted server finds it again.
   struct Gang {
-    std::string job_name;               // tarn.<user>.<assembly>.gang.<n>
-    std::string partition;              // "" = the configured one
-    std::map<std::string, int> group_of;  // tarn component -> het group
+    std::string job_name;                   // tarn.<user>.<assembly>.gang.<n>
+    std::string partition;                  // "" = the configured one
+    SlurmPriority priority;                 // of its assembly, when it was asked for
+    std::map<std::string, int> group_of;    // tarn component -> het group
     std::vector<std::string> component_of;  // het group -> tarn component
     std::vector<HetComponent> components;   // by het group
     int64_t job_id = 0;                     // the leader's; 0 until submitted
@@ -242,10 +249,15 @@ class SlurmBackend final : public service::Backend {
                                    const runtime::RunAs* as = nullptr) const;
   // The partition of the assembly's queue: "default" (or none) is the configured one.
   std::string PartitionFor(const spec::Assembly& assembly) const;
-  // An sbatch request with the configured account, QOS and extra options, and (for a `dir`)
-  // its output files and script: <dir>/stdout.log, stderr.log, job.sh.
+  // The configured queue of the assembly's (QueueConfig's defaults when none is).
+  scheduler::QueueConfig QueueOf(const spec::Assembly& assembly) const;
+  // Its tarn.priority (the queue's default when unset) as nice and QOS (MapPriority).
+  SlurmPriority PriorityOf(const spec::Assembly& assembly) const;
+  // An sbatch request with the configured account, QOS (or `priority`'s) and extra
+  // options, `priority`'s nice, and (for a `dir`) its output files and script:
+  // <dir>/stdout.log, stderr.log, job.sh.
   SbatchRequest NewSbatch(const std::string& job_name, const std::string& partition,
-                          const std::string& dir) const;
+                          const SlurmPriority& priority, const std::string& dir) const;
   StatusOr<std::vector<SlurmJob>> ListJobs() const;
   // The node inventory (sinfo --json) is read by Create and then by the poller every few
   // seconds, never on the service loop's calls (a controller that does not answer would
@@ -326,8 +338,8 @@ class SlurmBackend final : public service::Backend {
                        const std::string& detail);
   // kExited once per container id; stops tracking it when it is the one tracked.
   // `container_id` by value: it may be a field of the entry this erases.
-  void ReportExit(const std::string& key, std::string container_id,
-                  runtime::ExitInfo exit);  // REQUIRES: mu_ held
+  void ReportExit(const std::string& key, std::string container_id, runtime::ExitInfo exit,
+                  bool preempted = false);  // REQUIRES: mu_ held
   runtime::ExitInfo MadeUpExit(const std::string& diagnostics) const;
   // How a job that squeue no longer lists ended: Slurm's jobcomp record of it when the
   // controller keeps a jobcomp/filetxt file, else the shim's exit.json in the instance
@@ -336,7 +348,7 @@ class SlurmBackend final : public service::Backend {
   runtime::ExitInfo EndOfVanishedJob(const Tracked& t, const std::string& lost) const;
 
   const Options options_;
-  std::string slurm_conf_;  // resolved: options_.slurm_conf or $SLURM_CONF at Create
+  std::string slurm_conf_;           // resolved: options_.slurm_conf or $SLURM_CONF at Create
   std::unique_ptr<PortBook> ports_;  // set by Create
   std::string jobcomp_file_;         // JobCompLoc of jobcomp/filetxt, read by Create; "" none
 
@@ -351,7 +363,7 @@ class SlurmBackend final : public service::Backend {
   std::unordered_map<std::string, Tracked> tracked_;  // by instance key
   ExitLedger exits_;  // the containers whose kExited was sent ("exactly once")
   std::unordered_map<std::string, std::string> hosts_lines_;  // by "user/assembly"
-  std::map<std::string, Gang> gangs_;                          // by "user/assembly"
+  std::map<std::string, Gang> gangs_;                         // by "user/assembly"
 
   std::mutex poll_mu_;
   std::condition_variable poll_cv_;

@@ -10,10 +10,11 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <mutex>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common/file.h"
 #include "spec/parser.h"
@@ -125,7 +126,7 @@ class FakeSlurm {
     return out;
   }
 
-  bool down = false;  // squeue fails, as with the controller down
+  bool down = false;         // squeue fails, as with the controller down
   std::string jobcomp_file;  // `scontrol show config` names it (read when a backend starts)
 
  private:
@@ -164,7 +165,8 @@ class FakeSlurmBackendTest : public ::testing::Test {
     std::filesystem::remove_all(dir_);
   }
 
-  std::unique_ptr<SlurmBackend> NewBackend() {
+  std::unique_ptr<SlurmBackend> NewBackend(
+      const std::function<void(SlurmBackend::Options&)>& configure = {}) {
     SlurmBackend::Options o;
     o.slurm_conf = "/fake/slurm.conf";
     o.shared_dir = dir_.string();
@@ -182,6 +184,7 @@ class FakeSlurmBackendTest : public ::testing::Test {
       if (name != "alice") return std::nullopt;
       return runtime::Account{"alice", kAliceUid, kAliceGid};
     };
+    if (configure) configure(o);
     auto b = SlurmBackend::Create(std::move(o));
     EXPECT_TRUE(b.ok()) << b.status().ToString();
     return b.ok() ? std::move(b).value() : nullptr;
@@ -234,9 +237,9 @@ TEST_F(FakeSlurmBackendTest, LaunchSubmitsAndThePollerReportsEachStepOnce) {
               "--regid=" + std::to_string(kAliceGid), "--init-groups"};
   }
   submit.insert(submit.end(), {"env", "SLURM_CONF=/fake/slurm.conf", "sbatch", "--parsable",
-                               "--no-requeue", "--job-name=tarn.alice.a.w-0.1",
-                               "--cpus-per-task=2", "--mem=128M", "--chdir=" + inst, "-o", inst + "/stdout.log",
-                               "-e", inst + "/stderr.log", inst + "/job.sh"});
+                               "--no-requeue", "--job-name=tarn.alice.a.w-0.1", "--cpus-per-task=2",
+                               "--mem=128M", "--chdir=" + inst, "-o", inst + "/stdout.log", "-e",
+                               inst + "/stderr.log", inst + "/job.sh"});
   EXPECT_EQ(sbatch[0], submit);
   // The job's directories are alice's alone; the job script is the server's.
   struct stat st {};
@@ -383,6 +386,57 @@ TEST_F(FakeSlurmBackendTest, StopCancelsAndTheEndComesFromSqueue) {
   events = Take();
   ASSERT_EQ(events.size(), 1u);
   EXPECT_EQ(events[0].exit.diagnostics, "stopped before it started");
+}
+
+// tarn's priority as Slurm's: nice = the queue's max-application-priority less the
+// assembly's priority, and a QOS by priority; the configured queue's caps apply to its
+// partition. A job Slurm preempts ends PREEMPTED, which the event says.
+TEST_F(FakeSlurmBackendTest, PriorityIsNiceAndAQosAndSlurmsPreemptionIsSaid) {
+  backend_ = NewBackend([](SlurmBackend::Options& o) {
+    scheduler::QueueConfig q;
+    q.name = "default";
+    q.default_priority = 2;
+    q.max_priority = 10;
+    o.queues = {q};
+    o.qos = "normal";
+    o.priority_qos = {{5, "urgent"}, {9, "top"}};
+  });
+  ASSERT_NE(backend_, nullptr);
+  std::map<std::string, int> caps;
+  for (const scheduler::QueueUsage& q : backend_->Queues())
+    caps[q.config.name] = q.config.max_priority;
+  EXPECT_EQ(caps, (std::map<std::string, int>{{"default", 10}, {"main", 0}}));
+
+  spec::ParseOptions po;
+  po.user = "alice";
+  spec::ParseResult r = spec::ParseAssemblyJson(json::parse(R"({"name": "a", "version": "1",
+        "configuration": {"properties": {"tarn.priority": "7"}},
+        "components": [{"name": "w", "number_of_containers": 1, "launch_command": "sleep 100",
+          "resource": {"cpus": 1, "memory": "64"}}]})"),
+                                                po);
+  ASSERT_TRUE(r.ok());
+  backend_->Launch(*r.assembly, Ref(0), {}, "alice_a_w-0_1");
+  backend_->Launch(assembly_, Ref(1), {}, "alice_a_w-1_1");  // the queue's default, 2
+  backend_->WaitForIdleForTest();
+  auto sbatch = slurm_.Commands("sbatch");
+  ASSERT_EQ(sbatch.size(), 2u);
+  auto has = [](const std::vector<std::string>& argv, const std::string& option) {
+    return std::find(argv.begin(), argv.end(), option) != argv.end();
+  };
+  EXPECT_TRUE(has(sbatch[0], "--nice=3")) << testing::PrintToString(sbatch[0]);
+  EXPECT_TRUE(has(sbatch[0], "--qos=urgent")) << testing::PrintToString(sbatch[0]);
+  EXPECT_TRUE(has(sbatch[1], "--nice=8")) << testing::PrintToString(sbatch[1]);
+  EXPECT_TRUE(has(sbatch[1], "--qos=normal")) << testing::PrintToString(sbatch[1]);
+
+  slurm_.SetState(100, "PREEMPTED", 15, "None");
+  slurm_.SetState(101, "CANCELLED", 15, "None");
+  backend_->PollForTest();
+  std::map<std::string, bool> preempted;
+  for (const BackendEvent& e : Take()) {
+    if (e.kind == BackendEvent::Kind::kExited) preempted[e.key] = e.preempted;
+  }
+  EXPECT_EQ(preempted,
+            (std::map<std::string, bool>{{"alice/a/w-0", true}, {"alice/a/w-1", false}}));
 }
 
 // After a server restart: a job found by name is adopted (nothing submitted), even when the

@@ -177,7 +177,8 @@ std::string JobCompFile(const std::string& show_config) {
     return v;
   };
   while (std::getline(in, line)) {
-    if (line.rfind("JobCompType ", 0) == 0 || line.rfind("JobCompType=", 0) == 0) type = value(line);
+    if (line.rfind("JobCompType ", 0) == 0 || line.rfind("JobCompType=", 0) == 0)
+      type = value(line);
     if (line.rfind("JobCompLoc ", 0) == 0 || line.rfind("JobCompLoc=", 0) == 0) loc = value(line);
   }
   return type == "jobcomp/filetxt" && !loc.empty() && loc[0] == '/' ? loc : "";
@@ -199,6 +200,7 @@ JobView ViewJob(const SlurmJob& job) {
     return v;
   }
   v.phase = JobView::Phase::kEnded;
+  v.preempted = job.state == "PREEMPTED";
   runtime::ExitInfo& e = v.exit;
   const int status = static_cast<int>(job.exit_code);
   if (WIFSIGNALED(status)) {
@@ -238,6 +240,17 @@ std::string JobName(const std::string& user, const std::string& assembly,
   return "tarn." + user + "." + assembly + "." + instance + "." + suffix;
 }
 
+SlurmPriority MapPriority(int priority, int max_priority, const std::vector<PriorityQos>& table) {
+  SlurmPriority p;
+  p.nice = std::max<int64_t>(0, int64_t{max_priority} - priority);
+  const PriorityQos* best = nullptr;
+  for (const PriorityQos& e : table) {
+    if (e.priority <= priority && (best == nullptr || e.priority > best->priority)) best = &e;
+  }
+  if (best != nullptr) p.qos = best->qos;
+  return p;
+}
+
 std::vector<std::string> SbatchArgv(const SbatchRequest& r) {
   std::vector<std::string> argv = {
       "sbatch",
@@ -250,6 +263,7 @@ std::vector<std::string> SbatchArgv(const SbatchRequest& r) {
   if (!r.partition.empty()) argv.push_back("--partition=" + r.partition);
   if (!r.account.empty()) argv.push_back("--account=" + r.account);
   if (!r.qos.empty()) argv.push_back("--qos=" + r.qos);
+  if (r.nice > 0) argv.push_back("--nice=" + std::to_string(r.nice));
   argv.insert(argv.end(), r.extra_options.begin(), r.extra_options.end());
   if (r.test_only) {
     argv[1] = "--test-only";
@@ -267,6 +281,7 @@ void AddCommonOptions(const SbatchRequest& r, std::vector<std::string>& argv) {
   if (!r.partition.empty()) argv.push_back("--partition=" + r.partition);
   if (!r.account.empty()) argv.push_back("--account=" + r.account);
   if (!r.qos.empty()) argv.push_back("--qos=" + r.qos);
+  if (r.nice > 0) argv.push_back("--nice=" + std::to_string(r.nice));
   argv.insert(argv.end(), r.extra_options.begin(), r.extra_options.end());
 }
 
@@ -283,9 +298,9 @@ void AddShare(const HetComponent& c, std::vector<std::string>& argv) {
 
 std::vector<std::string> GangSbatchArgv(const SbatchRequest& r,
                                         const std::vector<HetComponent>& components) {
-  std::vector<std::string> argv = {"sbatch", "--parsable", "--no-requeue",
-                                   "--job-name=" + r.job_name, "-o", r.stdout_path,
-                                   "-e", r.stderr_path};
+  std::vector<std::string> argv = {
+      "sbatch", "--parsable",  "--no-requeue", "--job-name=" + r.job_name,
+      "-o",     r.stdout_path, "-e",           r.stderr_path};
   // Before the first component's options: a job-wide option.
   if (!r.chdir.empty()) argv.push_back("--chdir=" + r.chdir);
   for (size_t i = 0; i < components.size(); ++i) {
@@ -299,8 +314,7 @@ std::vector<std::string> GangSbatchArgv(const SbatchRequest& r,
 }
 
 std::vector<std::string> StepSrunOptions(int group, const HetComponent& component) {
-  std::vector<std::string> argv = {"--het-group=" + std::to_string(group), "--ntasks=1",
-                                   "--exact"};
+  std::vector<std::string> argv = {"--het-group=" + std::to_string(group), "--ntasks=1", "--exact"};
   AddShare(component, argv);
   return argv;
 }

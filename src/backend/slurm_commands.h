@@ -70,6 +70,7 @@ struct JobView {
   // kPending: "Slurm: PENDING (Resources)"; kEnded: exit.diagnostics says the same.
   std::string detail;
   runtime::ExitInfo exit;  // kEnded: code or signal from the wait status, OOM, diagnostics
+  bool preempted = false;  // kEnded: Slurm preempted it (PREEMPTED: its QOS or partition rules)
 };
 // COMPLETING counts as running (its processes are being killed; the end state follows). An
 // ended job's ExitInfo is stamped with its end_time; an end other than COMPLETED never
@@ -89,6 +90,9 @@ struct SbatchRequest {
   int64_t memory_mib = 0;  // always passed (Slurm's default may be a whole node)
   int64_t gpus = 0;
   std::string partition, account, qos;  // "" = Slurm's default
+  // --nice=N when > 0: Slurm subtracts it from the job's priority (any user may lower
+  // their own; only an operator may raise one).
+  int64_t nice = 0;
   std::vector<std::string> extra_options;
   std::string stdout_path, stderr_path;
   std::string script_path;
@@ -99,9 +103,26 @@ struct SbatchRequest {
   // (its reason when not) without submitting anything; the paths are not used.
   bool test_only = false;
 };
+// How a tarn priority (tarn.priority, capped by its queue's max-application-priority) is
+// said to Slurm: nice = max_priority - priority, so the most urgent work of a queue has
+// none and the rest queues behind it in Slurm's own order (its priority plugins subtract
+// nice), with no privilege needed; and the QOS of the `priority_qos` entry with the
+// highest priority at or below it ("" when none: the configured one), for sites whose
+// Slurm preempts by QOS (PreemptType=preempt/qos).
+struct PriorityQos {
+  int priority = 0;
+  std::string qos;
+  friend bool operator==(const PriorityQos&, const PriorityQos&) = default;
+};
+struct SlurmPriority {
+  int64_t nice = 0;
+  std::string qos;
+};
+SlurmPriority MapPriority(int priority, int max_priority, const std::vector<PriorityQos>& table);
+
 // sbatch --parsable --no-requeue --job-name=... --cpus-per-task=N --mem=NM [--gres=gpu:N]
-// [--partition/--account/--qos] [extra] [--chdir=DIR] -o OUT -e ERR SCRIPT. One argv entry per option, for
-// exec (never a shell).
+// [--partition/--account/--qos] [--nice=N] [extra] [--chdir=DIR] -o OUT -e ERR SCRIPT. One argv
+// entry per option, for exec (never a shell).
 std::vector<std::string> SbatchArgv(const SbatchRequest& r);
 // One component of a gang's heterogeneous job: `tasks` members of one tarn component, each
 // with `cpus`, `memory_mib` (as --mem-per-cpu, rounded up, so memory follows the tasks to
@@ -114,7 +135,7 @@ struct HetComponent {
 };
 // sbatch --parsable --no-requeue --job-name=N [common] -o OUT -e ERR <component 0> : [common]
 // <component 1> : ... SCRIPT, where a component is --ntasks=T --cpus-per-task=C
-// [--mem-per-cpu=MM] [--gpus-per-task=G] and `common` the partition/account/QOS/extra
+// [--mem-per-cpu=MM] [--gpus-per-task=G] and `common` the partition/account/QOS/nice/extra
 // options (repeated for every component: Slurm reads them per component). `r`'s cpus,
 // memory and gpus are not used.
 std::vector<std::string> GangSbatchArgv(const SbatchRequest& r,

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,11 @@ TEST(SlurmCommandsTest, MapsJobStatesToTarn) {
   v = ViewJob(Job("CANCELLED", "None", 15));
   EXPECT_EQ(v.exit.signal, 15);
   EXPECT_EQ(v.exit.diagnostics, "Slurm: CANCELLED");
+  EXPECT_FALSE(v.preempted);
+  v = ViewJob(Job("PREEMPTED", "None", 15));
+  EXPECT_EQ(v.phase, JobView::Phase::kEnded);
+  EXPECT_TRUE(v.preempted);
+  EXPECT_EQ(v.exit.diagnostics, "Slurm: PREEMPTED");
 
   v = ViewJob(Job("COMPLETED", "None", 0));
   EXPECT_EQ(v.exit.exit_code, 0);
@@ -89,6 +95,37 @@ TEST(SlurmCommandsTest, MapsJobStatesToTarn) {
   EXPECT_EQ(v.exit.exit_code, 1);
   EXPECT_EQ(v.exit.diagnostics,
             "Slurm: FAILED (OutOfMemory), killed: out of memory (over its --mem)");
+}
+
+TEST(SlurmCommandsTest, PriorityMapsToNiceAndAQos) {
+  const std::vector<PriorityQos> table = {{0, "normal"}, {10, "urgent"}, {5, "high"}};
+  SlurmPriority p = MapPriority(10, 10, table);
+  EXPECT_EQ(p.nice, 0);
+  EXPECT_EQ(p.qos, "urgent");
+  p = MapPriority(7, 10, table);
+  EXPECT_EQ(p.nice, 3);
+  EXPECT_EQ(p.qos, "high");  // the highest entry at or below 7
+  p = MapPriority(-3, 10, table);
+  EXPECT_EQ(p.nice, 13);
+  EXPECT_EQ(p.qos, "");  // below every entry: the configured QOS
+  EXPECT_EQ(MapPriority(0, 0, {}).nice, 0);
+  EXPECT_EQ(MapPriority(1000000000, -1000000000, {}).nice, 0) << "never negative";
+  EXPECT_EQ(MapPriority(-1000000000, 1000000000, {}).nice, 2000000000);
+
+  SbatchRequest r;
+  r.job_name = "j";
+  r.nice = 3;
+  r.script_path = "s";
+  std::vector<std::string> argv = SbatchArgv(r);
+  EXPECT_NE(std::find(argv.begin(), argv.end(), "--nice=3"), argv.end());
+  r.nice = 0;
+  argv = SbatchArgv(r);
+  EXPECT_EQ(std::find_if(argv.begin(), argv.end(),
+                         [](const std::string& a) { return a.rfind("--nice", 0) == 0; }),
+            argv.end());
+  r.nice = 4;
+  argv = GangSbatchArgv(r, {HetComponent{}, HetComponent{}});
+  EXPECT_EQ(std::count(argv.begin(), argv.end(), "--nice=4"), 2) << "once per component";
 }
 
 TEST(SlurmCommandsTest, JobNamesCarryTheStart) {
@@ -116,12 +153,12 @@ TEST(SlurmCommandsTest, SbatchArgv) {
   r.memory_mib = 0;  // --mem is always passed: Slurm's default may be a whole node
   r.extra_options = {"--time=60", "--comment=x y"};
   r.chdir = "/s";
-  EXPECT_EQ(SbatchArgv(r), (std::vector<std::string>{
-                               "sbatch", "--parsable", "--no-requeue",
-                               "--job-name=tarn.alice.a.w-0.1", "--cpus-per-task=2", "--mem=1M",
-                               "--gres=gpu:1", "--partition=gpu", "--account=ml", "--qos=high",
-                               "--time=60", "--comment=x y", "--chdir=/s", "-o", "/s/o", "-e",
-                               "/s/e", "/s/job.sh"}));
+  EXPECT_EQ(SbatchArgv(r),
+            (std::vector<std::string>{"sbatch", "--parsable", "--no-requeue",
+                                      "--job-name=tarn.alice.a.w-0.1", "--cpus-per-task=2",
+                                      "--mem=1M", "--gres=gpu:1", "--partition=gpu", "--account=ml",
+                                      "--qos=high", "--time=60", "--comment=x y", "--chdir=/s",
+                                      "-o", "/s/o", "-e", "/s/e", "/s/job.sh"}));
   r.test_only = true;  // Slurm's verdict, nothing submitted
   EXPECT_EQ(SbatchArgv(r),
             (std::vector<std::string>{"sbatch", "--test-only", "--no-requeue",
@@ -214,17 +251,32 @@ TEST(SlurmCommandsTest, AGangIsOneHeterogeneousSbatch) {
   r.script_path = "/s/job.sh";
   r.chdir = "/s";
   EXPECT_EQ(GangSbatchArgv(r, {{2, 1, 1024, 0}, {2, 2, 2000, 1}}),
-            (std::vector<std::string>{
-                "sbatch", "--parsable", "--no-requeue", "--job-name=tarn.alice.fmnist.gang.7",
-                "-o", "/s/out", "-e", "/s/err", "--chdir=/s",
-                "--partition=gpu", "--time=60", "--ntasks=2", "--cpus-per-task=1",
-                "--mem-per-cpu=1024M", ":",
-                "--partition=gpu", "--time=60", "--ntasks=2", "--cpus-per-task=2",
-                "--mem-per-cpu=1000M", "--gpus-per-task=1", "/s/job.sh"}));
+            (std::vector<std::string>{"sbatch",
+                                      "--parsable",
+                                      "--no-requeue",
+                                      "--job-name=tarn.alice.fmnist.gang.7",
+                                      "-o",
+                                      "/s/out",
+                                      "-e",
+                                      "/s/err",
+                                      "--chdir=/s",
+                                      "--partition=gpu",
+                                      "--time=60",
+                                      "--ntasks=2",
+                                      "--cpus-per-task=1",
+                                      "--mem-per-cpu=1024M",
+                                      ":",
+                                      "--partition=gpu",
+                                      "--time=60",
+                                      "--ntasks=2",
+                                      "--cpus-per-task=2",
+                                      "--mem-per-cpu=1000M",
+                                      "--gpus-per-task=1",
+                                      "/s/job.sh"}));
   // Memory per CPU rounds up, so a task never gets less than it asked for.
   EXPECT_EQ(StepSrunOptions(1, {2, 3, 1000, 0}),
-            (std::vector<std::string>{"--het-group=1", "--ntasks=1", "--exact",
-                                      "--cpus-per-task=3", "--mem-per-cpu=334M"}));
+            (std::vector<std::string>{"--het-group=1", "--ntasks=1", "--exact", "--cpus-per-task=3",
+                                      "--mem-per-cpu=334M"}));
 }
 
 // The gang's script takes a request by renaming it and runs the member's launch.sh, whose
@@ -256,7 +308,8 @@ TEST(SlurmCommandsTest, GangScriptsStartAStepAndRecordItsEnd) {
   write(gang + "/requests/ps-0", inst + "\n");
   const std::string cmd = "cd / && env PATH=" + dir +
                           ":/usr/bin:/bin SLURMD_NODENAME=node1 SLURM_JOB_ID=90 "
-                          "timeout 3 /bin/sh " + gang + "/job.sh >/dev/null";
+                          "timeout 3 /bin/sh " +
+                          gang + "/job.sh >/dev/null";
   std::system(cmd.c_str());  // the gang's script runs until its job ends: here, the timeout
   std::ifstream address(inst + "/address");
   std::string text((std::istreambuf_iterator<char>(address)), std::istreambuf_iterator<char>());
@@ -267,7 +320,8 @@ TEST(SlurmCommandsTest, GangScriptsStartAStepAndRecordItsEnd) {
   EXPECT_EQ(a->container_id, "alice_f_ps-0_2");
   EXPECT_EQ(a->step_id, 4);
   std::ifstream end_file(inst + "/step.end");
-  std::string end_text((std::istreambuf_iterator<char>(end_file)), std::istreambuf_iterator<char>());
+  std::string end_text((std::istreambuf_iterator<char>(end_file)),
+                       std::istreambuf_iterator<char>());
   auto end = ParseStepEnd(end_text);
   ASSERT_TRUE(end.ok()) << end_text;
   EXPECT_EQ(end->container_id, "alice_f_ps-0_2");
@@ -277,9 +331,9 @@ TEST(SlurmCommandsTest, GangScriptsStartAStepAndRecordItsEnd) {
   // Stopped before it ran: the step exits 143 without reporting an address.
   std::filesystem::remove(inst + "/address");
   write(inst + "/stop", "alice_f_ps-0_2\n");
-  EXPECT_EQ(std::system(("cd / && env PATH=" + dir + ":/usr/bin:/bin sh " + inst + "/launch.sh")
-                            .c_str()),
-            0);
+  EXPECT_EQ(
+      std::system(("cd / && env PATH=" + dir + ":/usr/bin:/bin sh " + inst + "/launch.sh").c_str()),
+      0);
   EXPECT_FALSE(std::filesystem::exists(inst + "/address"));
   std::ifstream end2(inst + "/step.end");
   std::string end2_text((std::istreambuf_iterator<char>(end2)), std::istreambuf_iterator<char>());
@@ -318,8 +372,8 @@ TEST(SlurmCommandsTest, ReadsJobCompRecords) {
   EXPECT_FALSE(FindJobCompRecord(text, 5400));
   EXPECT_FALSE(FindJobCompRecord("", 1));
   // An OOM inside an srun step: derived 0:125, as squeue's 253.
-  std::optional<SlurmJob> oom = FindJobCompRecord(
-      "JobId=7 JobState=FAILED DerivedExitCode=0:125 ExitCode=1:0\n", 7);
+  std::optional<SlurmJob> oom =
+      FindJobCompRecord("JobId=7 JobState=FAILED DerivedExitCode=0:125 ExitCode=1:0\n", 7);
   ASSERT_TRUE(oom);
   EXPECT_EQ(oom->exit_code, 256);
   EXPECT_TRUE(ViewJob(*oom).exit.oom_killed);

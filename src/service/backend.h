@@ -71,6 +71,10 @@ struct BackendEvent {
   // Placement names no node); "" otherwise.
   std::string node;
   runtime::ExitInfo exit;
+  // kExited: the backend's own scheduler took the place back (a Slurm job that ended
+  // PREEMPTED). Not judged by its exit: it waits for a place again, as after tarn's own
+  // preemption.
+  bool preempted = false;
   bool ready = false;
   std::string detail;
 };

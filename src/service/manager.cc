@@ -331,6 +331,10 @@ void Manager::HandleOne(const BackendEvent& e) {
       if (i.phase != Impl::Phase::kRunning && i.phase != Impl::Phase::kStarting) break;
       if (i.phase == Impl::Phase::kStarting) i.restarts->Started();
       i.recovering = false;
+      if (e.preempted) {
+        d.PreemptedByBackend(a, i, e.exit);
+        break;
+      }
       d.OnExit(a, *c, i, e.exit);
       break;
     case BackendEvent::Kind::kWaiting:

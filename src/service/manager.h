@@ -94,8 +94,11 @@ struct Event {
 
 // The last checkpoint a training instance reported.
 struct Checkpoint {
-  int64_t step = 0;
+  int64_t step = 0;     // -1: none written yet
   int64_t wall_ms = 0;  // when it was written, ms since the epoch
+  // The cluster's step the task last reported (tarn_train_global_step); -1: none. What a
+  // preempted gang had reached, against the step it resumes from: the steps it redoes.
+  int64_t reached_step = -1;
 };
 
 // What preemption cost, for the server's /metrics; read from any thread.
@@ -105,6 +108,9 @@ struct PreemptionCounters {
   // GPUs each victim held times the time since its last checkpoint (or its start): the
   // work a kill at the decision would have lost (checkpoint-on-SIGTERM saves most of it).
   std::atomic<uint64_t> gpu_milliseconds_at_risk{0};
+  // Steps a preempted gang computed again: the step it had reached, less the one it
+  // resumed from (0 when it checkpointed on its way out), counted when it is placed again.
+  std::atomic<uint64_t> steps_redone{0};
 };
 
 // What every view and command answers for an assembly the caller does not have.

@@ -242,6 +242,7 @@ void Manager::Impl::Launch(Asm& a, Inst& i) {
   i.ready = false;
   i.probe_in_flight = false;
   i.diagnostics = "starting" + OnNode(i.placement.node);
+  if (a.preempted) Resumed(a, i);
   i.preempted.clear();
   i.resume_step.reset();
   MarkDirty(a, i);

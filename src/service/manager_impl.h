@@ -98,6 +98,7 @@ struct Manager::Impl {
     uint64_t last_event = 0;                // the serial of its newest event; 0: none
     int priority = 0;                       // as its queue sees it (tarn.priority, capped)
     bool gang_placed = false;               // the gang got its place since the last (re)start
+    bool preempted = false;                 // since its last preemption, not yet placed again
     std::optional<std::string> hosts_sent;  // the names last given to backend.NamesChanged
   };
 
@@ -189,6 +190,14 @@ struct Manager::Impl {
   // once (they had not started), so that another pass may place the preemptor.
   bool ActOnPreemptions();
   void Preempted(Inst& i);  // the diagnostic while it waits
+  // The backend's own scheduler took the instance's place (a Slurm job PREEMPTED): as a
+  // stop of tarn's, not judged by its exit; it waits for a place again.
+  void PreemptedByBackend(Asm& a, Inst& i, const runtime::ExitInfo& exit);
+  // A preempted assembly launches again (its first instance): the RESUMED event and the
+  // steps it redoes.
+  void Resumed(Asm& a, const Inst& i);
+  // The newest checkpoint its training tasks reported, with the furthest step any of them
+  // reached; nullopt when none reported anything.
   std::optional<Checkpoint> LastCheckpoint(const Asm& a) const;
 
   // ---- Loading ----

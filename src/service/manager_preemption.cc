@@ -124,14 +124,61 @@ void Manager::Impl::Preempted(Inst& i) {
   if (i.phase == Phase::kWaiting) i.diagnostics = i.preempted;
 }
 
+void Manager::Impl::PreemptedByBackend(Asm& a, Inst& i, const runtime::ExitInfo& exit) {
+  const std::string how = exit.diagnostics.empty() ? runtime::DescribeExit(exit) : exit.diagnostics;
+  i.rec.last_exit = how;
+  if (!exit.last_stderr.empty()) i.rec.last_exit += "; its last stderr line: " + exit.last_stderr;
+  if (options.counters != nullptr) {
+    if (!a.preempted) ++options.counters->preemptions;
+    ++options.counters->preempted_instances;
+  }
+  a.preempted = true;
+  Comp* c = FindComp(a, i.ref.component);
+  if (c != nullptr && InGang(a, *c)) a.gang_placed = false;  // placed again as a whole
+  AddEvent(a, i.ref.component, i.ref.instance, "PREEMPTED",
+           "by the cluster's scheduler: " + i.rec.last_exit);
+  i.preempted_by = "the cluster's scheduler (" + how + ")";
+  std::optional<Checkpoint> cp = LastCheckpoint(a);  // unless its last words say otherwise
+  i.resume_step = cp && cp->step >= 0 ? std::optional<int64_t>(cp->step) : std::nullopt;
+  Preempted(i);
+  Finish(a, i, kStopped, "preempted");
+  Requeue(a, i);
+}
+
+void Manager::Impl::Resumed(Asm& a, const Inst& i) {
+  a.preempted = false;
+  std::string how = "placed again after its preemption";
+  if (i.resume_step) how += "; resumes from step " + std::to_string(*i.resume_step);
+  std::optional<Checkpoint> cp = LastCheckpoint(a);  // what its last run reported last
+  if (cp && cp->reached_step >= 0) {
+    const int64_t n = std::max<int64_t>(0, cp->reached_step - i.resume_step.value_or(0));
+    if (options.counters != nullptr) options.counters->steps_redone += static_cast<uint64_t>(n);
+    how += "; it had reached step " + std::to_string(cp->reached_step) + ": " + std::to_string(n) +
+           " steps redone";
+  }
+  AddEvent(a, "", "", "RESUMED", how);
+}
+
 std::optional<Checkpoint> Manager::Impl::LastCheckpoint(const Asm& a) const {
+  // The chief writes the checkpoints (a chief component's, or worker 0 when there is none:
+  // TF's rule); any of the training tasks may say the cluster's step it saw last.
   if (!options.last_checkpoint) return std::nullopt;
   std::optional<Checkpoint> best;
   for (const Comp& c : a.comps) {
-    if (CompSpec(a, c).tf_role != spec::TfRole::kChief) continue;
+    const spec::TfRole role = CompSpec(a, c).tf_role;
+    if (role != spec::TfRole::kChief && role != spec::TfRole::kWorker) continue;
     for (const auto& [idx, i] : c.instances) {
       std::optional<Checkpoint> cp = options.last_checkpoint(i.ref.Key());
-      if (cp && (!best || cp->step > best->step)) best = cp;
+      if (!cp) continue;
+      if (!best) {
+        best = cp;
+        continue;
+      }
+      if (cp->step > best->step) {
+        best->step = cp->step;
+        best->wall_ms = cp->wall_ms;
+      }
+      best->reached_step = std::max(best->reached_step, cp->reached_step);
     }
   }
   return best;
@@ -148,7 +195,7 @@ void Manager::Impl::NoteCheckpoints() {
         if (i.phase != Phase::kRunning) continue;
         std::optional<Checkpoint> cp = options.last_checkpoint(i.ref.Key());
         // Written during this run (an older one's checkpoint saved nothing of it).
-        if (!cp || cp->wall_ms < i.rec.launched_ms) continue;
+        if (!cp || cp->step < 0 || cp->wall_ms < i.rec.launched_ms) continue;
         backend.NoteCheckpoint(
             i.ref.Key(), now - std::chrono::milliseconds(std::max<int64_t>(0, wall - cp->wall_ms)));
       }
@@ -177,7 +224,9 @@ bool Manager::Impl::ActOnPreemptions() {
     if (options.counters != nullptr) ++options.counters->preemptions;
     for (auto& [va, insts] : victims) {
       Asm& a = *va;
+      a.preempted = true;
       std::optional<Checkpoint> cp = LastCheckpoint(a);
+      if (cp && cp->step < 0) cp.reset();  // it reported no checkpoint
       std::string names;
       for (Inst* i : insts) names += (names.empty() ? "" : ", ") + i->ref.instance;
       const std::string whom = AsmKey(a.rec.user, a.rec.name);

@@ -127,7 +127,9 @@ TEST_F(ManagerPreemptionTest, TheChiefAndWorkersStopFirstThenThePsAndTheGangWait
   EXPECT_EQ(counters_.preempted_instances.load(), 3u);
 
   // Once the urgent assembly goes, the gang is placed again as a whole and starts as a
-  // restart would: same names, a new start of each.
+  // restart would: same names, a new start of each. It checkpointed the step it had
+  // reached: nothing is redone.
+  checkpoints_["alice/train/chief-0"] = {420, clock_.WallMillis(), 420};
   ASSERT_TRUE(manager_->Destroy("bob", "urgent").ok());
   Exit("bob/urgent/web-0", 0);
   EXPECT_EQ(backend_.placed(), 3u);
@@ -136,6 +138,69 @@ TEST_F(ManagerPreemptionTest, TheChiefAndWorkersStopFirstThenThePsAndTheGangWait
     EXPECT_EQ(i.container_id, "alice_train_" + std::string(name) + "_2") << name;
     EXPECT_EQ(i.diagnostics.rfind("starting", 0), 0u) << name << ": " << i.diagnostics;
   }
+  auto resumed = EventsOf("alice", "train", "RESUMED");
+  ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_EQ(resumed[0].message,
+            "placed again after its preemption; resumes from step 420; it had reached step 420: "
+            "0 steps redone");
+  EXPECT_EQ(counters_.steps_redone.load(), 0u);
+}
+
+// Killed without a checkpoint of its own (no last words), the gang resumes from its last
+// periodic checkpoint and redoes the steps since: the count is the step it had reached, as
+// its metrics last said, less that one.
+TEST_F(ManagerPreemptionTest, AGangKilledOnItsWayOutRedoesTheStepsSinceItsLastCheckpoint) {
+  checkpoints_["alice/train/chief-0"] = {300, clock_.WallMillis(), 310};
+  GangRunsThenUrgentPreemptsIt();
+  checkpoints_["alice/train/chief-0"] = {300, clock_.WallMillis(), 980};
+  for (const char* name : {"chief-0", "worker-0", "ps-0"}) {
+    Exit(std::string("alice/train/") + name, 137);
+  }
+  EXPECT_EQ(Instance("train", "chief-0").diagnostics,
+            "preempted by bob/urgent (priority 10); resumes from step 300 when there is room");
+  ASSERT_TRUE(manager_->Destroy("bob", "urgent").ok());
+  Exit("bob/urgent/web-0", 0);
+  auto resumed = EventsOf("alice", "train", "RESUMED");
+  ASSERT_EQ(resumed.size(), 1u) << "once per preemption, not per member";
+  EXPECT_EQ(resumed[0].message,
+            "placed again after its preemption; resumes from step 300; it had reached step 980: "
+            "680 steps redone");
+  EXPECT_EQ(counters_.steps_redone.load(), 680u);
+}
+
+// The backend's own scheduler may take a place back (a Slurm job PREEMPTED by its QOS): a
+// stop, not a failure; the instance waits for a place again and is asked for at once.
+TEST_F(ManagerPreemptionTest, APreemptionByTheClustersSchedulerIsAStopNotAFailure) {
+  json j = Urgent();
+  j["name"] = "batch";
+  j["components"][0]["restart_policy"] = "NEVER";
+  backend_.slots = 1;
+  ASSERT_TRUE(Launch(j).ok());
+  Started("alice/batch/web-0");
+  const size_t launches = backend_.launches.size();
+  BackendEvent e;
+  e.kind = BackendEvent::Kind::kExited;
+  e.key = "alice/batch/web-0";
+  e.container_id = backend_.container_of[e.key];
+  e.exit.exit_code = -1;
+  e.exit.diagnostics = "Slurm: PREEMPTED";
+  e.preempted = true;
+  backend_.slots = 0;  // the place is Slurm's now
+  manager_->Handle(e);
+  InstanceStatus i = Instance("batch", "web-0");
+  EXPECT_EQ(i.state, "PENDING") << "NEVER would make any other end final";
+  EXPECT_EQ(i.diagnostics,
+            "preempted by the cluster's scheduler (Slurm: PREEMPTED); starts again when there is "
+            "room");
+  EXPECT_EQ(i.restarts, 0);
+  EXPECT_EQ(State("batch"), "ACCEPTED");
+  auto preempted = EventsOf("alice", "batch", "PREEMPTED");
+  ASSERT_EQ(preempted.size(), 1u);
+  EXPECT_EQ(preempted[0].message, "by the cluster's scheduler: Slurm: PREEMPTED");
+  EXPECT_EQ(counters_.preemptions.load(), 1u);
+  backend_.slots = 1;
+  Advance(milliseconds(1));
+  EXPECT_EQ(backend_.launches.size(), launches + 1) << "asked for again";
 }
 
 TEST_F(ManagerPreemptionTest, ThePsStopsAtItsGracePeriodWhenTheChiefDoesNotExit) {
