@@ -34,6 +34,13 @@ class ManagerPreemptionTest : public ManagerTest {
       "components": [{"name": "web", "number_of_containers": 1, "launch_command": "serve",
                       "resource": {"cpus": 1, "memory": "256"}}]})");
   }
+  // alice's one-instance assembly that never restarts: any end but a stop would be final.
+  static json Batch() {
+    json j = Urgent();
+    j["name"] = "batch";
+    j["components"][0]["restart_policy"] = "NEVER";
+    return j;
+  }
   void Exit(const std::string& key, int code, const std::string& last_stderr = "") {
     BackendEvent e;
     e.kind = BackendEvent::Kind::kExited;
@@ -171,11 +178,8 @@ TEST_F(ManagerPreemptionTest, AGangKilledOnItsWayOutRedoesTheStepsSinceItsLastCh
 // The backend's own scheduler may take a place back (a Slurm job PREEMPTED by its QOS): a
 // stop, not a failure; the instance waits for a place again and is asked for at once.
 TEST_F(ManagerPreemptionTest, APreemptionByTheClustersSchedulerIsAStopNotAFailure) {
-  json j = Urgent();
-  j["name"] = "batch";
-  j["components"][0]["restart_policy"] = "NEVER";
   backend_.slots = 1;
-  ASSERT_TRUE(Launch(j).ok());
+  ASSERT_TRUE(Launch(Batch()).ok());
   Started("alice/batch/web-0");
   const size_t launches = backend_.launches.size();
   BackendEvent e;
@@ -212,11 +216,8 @@ TEST_F(ManagerPreemptionTest, ThePsStopsAtItsGracePeriodWhenTheChiefDoesNotExit)
 }
 
 TEST_F(ManagerPreemptionTest, AStoppedInstanceIsNotJudgedByItsExitCode) {
-  json j = Urgent();
-  j["name"] = "batch";
-  j["components"][0]["restart_policy"] = "NEVER";
   backend_.slots = 1;
-  ASSERT_TRUE(Launch(j).ok());
+  ASSERT_TRUE(Launch(Batch()).ok());
   Started("alice/batch/web-0");
   ASSERT_TRUE(Launch(Urgent(), "bob").ok());
   scheduler::Preemption p;
