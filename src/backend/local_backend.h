@@ -62,7 +62,7 @@
 
 namespace tarn::backend {
 
-class KeyedWorkQueue;  // local_backend.cc: the worker pool
+class KeyedWorkQueue;  // work_queues.h: the worker pool
 
 // "127.42.0.0/16" -> the first and last address (host byte order) instances may get: the
 // range's first address is kept for tarn's DNS server, the last is its broadcast address.

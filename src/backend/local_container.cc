@@ -36,6 +36,20 @@ std::string SharedDir(const LaunchContext& c, const std::string& assembly) {
   return c.state_dir + "/shared/" + c.user + "/" + assembly;
 }
 
+spec::ReadinessCheck SubstituteCheck(const spec::ReadinessCheck& check,
+                                     const spec::Assembly& assembly,
+                                     const spec::Component& component, int64_t index,
+                                     const std::string& container_id, const LaunchContext& ctx) {
+  spec::Variables vars =
+      spec::InstanceVariables(spec::AssemblyVariables(assembly, ctx.user, ctx.domain), assembly,
+                              component, index, ctx.user, ctx.domain);
+  vars.Set("CONTAINER_ID", container_id);
+  vars.Set("SERVICE_HDFS_DIR", SharedDir(ctx, assembly.name));
+  spec::ReadinessCheck substituted = check;
+  for (auto& [name, value] : substituted.properties) value = spec::Substitute(value, vars).text;
+  return substituted;
+}
+
 std::string ContainerHostname(const std::string& fqdn, const std::string& instance) {
   return fqdn.size() <= 64 ? fqdn : instance;
 }

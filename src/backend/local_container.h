@@ -56,6 +56,13 @@ std::string ShimDir(const LaunchContext& c, const std::string& assembly,
                     const std::string& instance);
 std::string SharedDir(const LaunchContext& c, const std::string& assembly);
 
+// `check` with the instance's variables (${CONTAINER_ID}, ${SERVICE_HDFS_DIR}, its names)
+// substituted into its properties, as its container sees them.
+spec::ReadinessCheck SubstituteCheck(const spec::ReadinessCheck& check,
+                                     const spec::Assembly& assembly,
+                                     const spec::Component& component, int64_t index,
+                                     const std::string& container_id, const LaunchContext& ctx);
+
 // The UTS name: the instance's DNS name when it fits the kernel's 64 bytes, else its short
 // name (worker-0).
 std::string ContainerHostname(const std::string& fqdn, const std::string& instance);

@@ -4,7 +4,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 #include "common/file.h"
 #include "common/temp_dir.h"
 

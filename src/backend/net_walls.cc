@@ -159,9 +159,11 @@ bool NetWalls::on() const {
 
 std::string NetWalls::describe() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (!off_reason_.empty()) return "off: " + off_reason_ + "; any local account can connect to any instance";
+  if (!off_reason_.empty())
+    return "off: " + off_reason_ + "; any local account can connect to any instance";
   return "on: only an instance's own account and root may connect to it, but on its public "
-         "ports (nftables table inet " + options_.table + ")";
+         "ports (nftables table inet " +
+         options_.table + ")";
 }
 
 Status NetWalls::LoadWholeLocked(const std::map<std::string, Wall>& walls) {

@@ -100,10 +100,10 @@ class NetWalls {
   // change: by its elements, else the whole table. On failure nothing changes. REQUIRES: mu_
   Status ChangeLocked(const std::string& key, std::optional<Wall> after);
   Status LoadWholeLocked(const std::map<std::string, Wall>& walls);  // REQUIRES: mu_
-  NftAnswer RunLocked(const std::string& commands);  // REQUIRES: mu_
+  NftAnswer RunLocked(const std::string& commands);                  // REQUIRES: mu_
 
   const Options options_;
-  std::unique_ptr<Library> library_;   // null when options_.nft is given
+  std::unique_ptr<Library> library_;  // null when options_.nft is given
   mutable std::mutex mu_;
   std::string off_reason_;             // guarded by mu_; "" while on
   std::map<std::string, Wall> walls_;  // guarded by mu_; recorded (loaded, unless held)

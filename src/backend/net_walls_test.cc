@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-
 namespace tarn::backend {
 namespace {
 
@@ -103,8 +102,9 @@ TEST_F(FakeNftTest, HeldUntilReleasedThenLoadedWholeThenChangedByElements) {
   EXPECT_NE(calls_[1].find("127.42.0.3"), std::string::npos);
   ASSERT_TRUE(walls->Remove("a/x/c-1").ok());
   ASSERT_EQ(calls_.size(), 3u);
-  EXPECT_EQ(calls_[2], "delete element inet tarn_test owners { 127.42.0.3 . 1001 }\n"
-                       "delete element inet tarn_test walled { 127.42.0.3 }\n");
+  EXPECT_EQ(calls_[2],
+            "delete element inet tarn_test owners { 127.42.0.3 . 1001 }\n"
+            "delete element inet tarn_test walled { 127.42.0.3 }\n");
   ASSERT_TRUE(walls->Set("a/x/c-0", {"127.42.0.2", 1001, {}}).ok());
   EXPECT_EQ(calls_.size(), 3u) << "the same wall again loads nothing";
 
@@ -191,9 +191,9 @@ TEST(RealNftTest, OnlyTheOwnAccountAndRootConnectButOnPublicPorts) {
   ::inet_pton(AF_INET, ip.c_str(), &u.sin_addr);
   ASSERT_EQ(::bind(udp, reinterpret_cast<sockaddr*>(&u), sizeof u), 0);
   auto send_udp = [&](const std::string& who, const std::string& text) {
-    std::system(("setpriv " + who + " bash -c 'echo " + text + " > /dev/udp/" + ip +
-                 "/18803' 2>/dev/null")
-                    .c_str());
+    std::system(
+        ("setpriv " + who + " bash -c 'echo " + text + " > /dev/udp/" + ip + "/18803' 2>/dev/null")
+            .c_str());
     ::usleep(100000);
     char buf[64] = {};
     const ssize_t n = ::recv(udp, buf, sizeof buf - 1, 0);

@@ -168,7 +168,7 @@ StatusOr<std::vector<spec::NamedPort>> PortBook::Assign(
     for (int n : taken) used_.erase(n);
     for (auto it = mine.begin(); it != mine.end();) {
       it = std::find(taken.begin(), taken.end(), it->second) != taken.end() ? mine.erase(it)
-                                                                             : std::next(it);
+                                                                            : std::next(it);
     }
     if (mine.empty()) table.erase(instance);
     return failed;

@@ -57,8 +57,7 @@ class PortBook {
   std::optional<int> Find(const std::string& user, const std::string& assembly,
                           const std::string& instance, const std::string& name) const;
   // Gives an instance's numbers back (flexed down, or its assembly destroyed).
-  Status Release(const std::string& user, const std::string& assembly,
-                 const std::string& instance);
+  Status Release(const std::string& user, const std::string& assembly, const std::string& instance);
   // Gives all of an assembly's numbers back; its directory is about to go.
   void ReleaseAssembly(const std::string& user, const std::string& assembly);
 

@@ -102,7 +102,7 @@
 
 namespace tarn::backend {
 
-class SerialQueue;  // slurm_backend.cc: one thread running tasks in order
+class SerialQueue;  // work_queues.h: one thread running tasks in order
 
 // The checks of shared_dir, with errors naming the configuration key: it exists, is a
 // directory and is writable by this process.
@@ -238,6 +238,8 @@ class SlurmBackend final : public service::Backend {
   };
 
   explicit SlurmBackend(Options options);
+  // To the server's stderr, "tarn: slurm backend: <message>".
+  static void LogSlurmError(const std::string& message);
   void StartThreads();  // once Create has checked that Slurm answers
 
   // Runs a Slurm command with SLURM_CONF set: `env SLURM_CONF=... argv...`; `timeout` 0:
