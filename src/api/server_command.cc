@@ -122,6 +122,30 @@ std::optional<service::Checkpoint> LastCheckpoint(const metrics::SeriesStore& st
   return cp;
 }
 
+// The requests a serving instance had in flight on average between the collector's last two
+// scrapes of it: the growth of tarn_serve_request_latency_seconds_sum (the seconds its
+// inference requests, predict and infer, took) per second of wall clock, Little's law. None
+// when it has fewer than two points, or none within three scrape intervals.
+std::optional<double> InFlight(const metrics::Collector& collector, const std::string& key,
+                               int64_t now_ms) {
+  const int64_t interval_ms = collector.interval().count();
+  metrics::SeriesStore::InstanceSeries in = collector.store().Query(
+      key, {"tarn_serve_request_latency_seconds_sum"}, now_ms - 3 * interval_ms - 1000, 2);
+  std::optional<double> total;
+  for (const metrics::SeriesStore::Series& s : in.series) {
+    bool inference = false;
+    for (const auto& [name, value] : s.label_pairs) {
+      inference |= name == "api" && (value == "predict" || value == "infer");
+    }
+    if (!inference || s.points.size() < 2) continue;
+    const metrics::Point& a = s.points[s.points.size() - 2];
+    const metrics::Point& b = s.points.back();
+    if (b.t_ms <= a.t_ms || b.t_ms < now_ms - 3 * interval_ms) continue;
+    total = total.value_or(0) + std::max(0.0, b.v - a.v) * 1000.0 / (b.t_ms - a.t_ms);
+  }
+  return total;
+}
+
 std::string PreemptionPrometheusText(const service::PreemptionCounters& c) {
   return "# HELP tarn_preemptions_total Preemptions carried out (docs/scheduling.md).\n"
          "# TYPE tarn_preemptions_total counter\ntarn_preemptions_total " +
@@ -508,6 +532,9 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   if (p->collector) {
     mo.last_checkpoint = [collector = p->collector.get()](const std::string& key) {
       return LastCheckpoint(collector->store(), key);
+    };
+    mo.in_flight = [collector = p->collector.get(), clock = &p->clock](const std::string& key) {
+      return InFlight(*collector, key, clock->WallMillis());
     };
   }
   mo.counters = &p->preemption_counters;

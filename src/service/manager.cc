@@ -205,30 +205,44 @@ StatusOr<int64_t> Manager::Flex(const std::string& user, const std::string& name
                                    "(tarn start " +
                                    name + "), then flex");
   }
-  spec::Component& cs = a->spec.components[c->spec_index];
+  const spec::Component& cs = a->spec.components[c->spec_index];
+  if (cs.autoscale && (count < cs.autoscale->min || count > cs.autoscale->max)) {
+    return InvalidArgumentError("number_of_containers: component " + component +
+                                " autoscales from " + std::to_string(cs.autoscale->min) + " to " +
+                                std::to_string(cs.autoscale->max) +
+                                " replicas (tarn.autoscale.min, tarn.autoscale.max); " +
+                                std::to_string(count) + " is outside them");
+  }
   int64_t before = cs.number_of_containers;
   if (before == count) return before;
-  json spec_json = a->spec_json;
+  RETURN_IF_ERROR(d.SetCount(*a, *c, count, "FLEX",
+                             "from " + std::to_string(before) + " to " + std::to_string(count)));
+  d.Step();
+  return before;
+}
+
+Status Manager::Impl::SetCount(Asm& a, Comp& c, int64_t count, const std::string& type,
+                               const std::string& message) {
+  spec::Component& cs = a.spec.components[c.spec_index];
+  json spec_json = a.spec_json;
   bool found = false;
   for (json& comp : spec_json["components"]) {
-    if (comp.value("name", "") == component) {
+    if (comp.value("name", "") == cs.name) {
       comp["number_of_containers"] = count;
       found = true;
     }
   }
-  if (!found) return InternalError("component " + component + " missing from the stored spec");
-  store::AssemblyRecord rec = a->rec;
+  if (!found) return InternalError("component " + cs.name + " missing from the stored spec");
+  store::AssemblyRecord rec = a.rec;
   rec.spec_json = spec_json.dump();
-  RETURN_IF_ERROR(d.store.UpdateAssembly(rec));
+  RETURN_IF_ERROR(store.UpdateAssembly(rec));
   ++rec.generation;
   CrashPoint("flex-committed");
-  a->rec = rec;
-  a->spec_json = std::move(spec_json);
+  a.rec = rec;
+  a.spec_json = std::move(spec_json);
   cs.number_of_containers = count;
-  d.AddEvent(*a, component, "", "FLEX",
-             "from " + std::to_string(before) + " to " + std::to_string(count));
-  d.Step();
-  return before;
+  AddEvent(a, cs.name, "", type, message);
+  return OkStatus();
 }
 
 Status Manager::SetLifetime(const std::string& user, const std::string& name, int64_t seconds) {
@@ -373,6 +387,7 @@ std::optional<Clock::TimePoint> Manager::NextDeadline() const {
       consider(now +
                std::chrono::milliseconds(std::max<int64_t>(0, a.rec.lifetime_deadline_ms - wall)));
     }
+    if (std::optional<Clock::TimePoint> t = d.NextAutoscale(a)) consider(*t);
     for (const Impl::Comp& c : a.comps) {
       const spec::Component& cs = d.CompSpec(a, c);
       bool probes = cs.readiness_check && cs.readiness_check->type != spec::ReadinessType::kDefault;

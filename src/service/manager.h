@@ -138,6 +138,12 @@ class Manager {
     // step they resume from. Optional; called on the service loop.
     std::function<std::optional<Checkpoint>(const std::string& key)> last_checkpoint;
     PreemptionCounters* counters = nullptr;  // optional, not owned
+    // The requests instance `key` had in flight on average over the collector's last scrape
+    // interval (from tarn_serve_request_latency_seconds_sum: busy seconds per second); none
+    // when it has no fresh reading. Autoscaling reads it; optional (without it autoscaled
+    // components keep their count); called on the service loop.
+    std::function<std::optional<double>(const std::string& key)> in_flight;
+    Duration autoscale_interval = std::chrono::seconds(2);  // between decisions (Knative's tick)
   };
 
   // Loads every assembly from the store and recovers its instances through the backend.
@@ -157,7 +163,8 @@ class Manager {
   // Stops everything, then forgets the assembly and deletes its files.
   Status Destroy(const std::string& user, const std::string& name);
   // Changes a component's instance count: up fills the lowest free indices, down removes
-  // the highest. Returns the previous count.
+  // the highest. Returns the previous count. An autoscaled component takes counts within its
+  // tarn.autoscale.min..max only, and its autoscaler goes on from the new count.
   StatusOr<int64_t> Flex(const std::string& user, const std::string& name,
                          const std::string& component, int64_t count);
   // Seconds from now until the assembly is destroyed; -1 for unlimited.

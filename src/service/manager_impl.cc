@@ -102,6 +102,9 @@ void Manager::Impl::BuildComps(Asm& a) {
     if (from.healthy_reset == builtin.healthy_reset)
       c.options.healthy_reset = defaults.healthy_reset;
     c.failures = std::make_unique<ComponentFailures>(c.options, clock);
+    if (const auto& scale = a.spec.components[k].autoscale) {
+      c.autoscaler = std::make_unique<Autoscaler>(*scale, clock);
+    }
     a.comps.push_back(std::move(c));
   }
 }
@@ -524,6 +527,7 @@ void Manager::Impl::Step() {
     a.rec.diagnostics = "its lifetime ran out";
     dirty_assemblies.insert(key);
   }
+  for (auto& [key, a] : assemblies) Autoscale(a);
   // Reconcile (which asks for placements), place, and reconcile again (which launches
   // what was placed).
   for (auto& [key, a] : assemblies) Reconcile(a);

@@ -4,7 +4,8 @@
 //   manager_impl.cc    transitions, reconciliation, the step every entry point ends with,
 //                      and loading from the store;
 //   manager_views.cc   the read-only views (status, events, instances);
-//   manager_preemption.cc  stops in gang order, and preemption carried out.
+//   manager_preemption.cc  stops in gang order, and preemption carried out;
+//   manager_autoscale.cc   the autoscaled components' decisions carried out.
 #pragma once
 
 #include <deque>
@@ -19,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "service/autoscaler.h"
 #include "service/manager.h"
 
 namespace tarn::service {
@@ -87,6 +89,8 @@ struct Manager::Impl {
     std::map<int64_t, Inst> instances;  // by index
     bool failed = false;
     std::string diagnostics;
+    std::unique_ptr<Autoscaler> autoscaler;  // tarn.autoscale.*; none: a fixed count
+    Clock::TimePoint next_autoscale{};
   };
 
   struct Asm {
@@ -199,6 +203,16 @@ struct Manager::Impl {
   // The newest checkpoint its training tasks reported, with the furthest step any of them
   // reached; nullopt when none reported anything.
   std::optional<Checkpoint> LastCheckpoint(const Asm& a) const;
+
+  // ---- Counts (manager.cc) and autoscaling (manager_autoscale.cc) ----
+  // Stores `count` as the component's number_of_containers (durable when OK) with the event
+  // `type` ("FLEX", "AUTOSCALE") saying `message`; the next Step() starts or stops instances.
+  Status SetCount(Asm& a, Comp& c, int64_t count, const std::string& type,
+                  const std::string& message);
+  // The decisions due for the assembly's autoscaled components, carried out.
+  void Autoscale(Asm& a);
+  // When the next decision is due; nullopt when none of its components autoscales.
+  std::optional<Clock::TimePoint> NextAutoscale(const Asm& a) const;
 
   // ---- Loading ----
   Status Load();

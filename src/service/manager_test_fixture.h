@@ -185,6 +185,11 @@ class ManagerTest : public ::testing::Test {
       return it->second;
     };
     o.counters = &counters_;
+    o.in_flight = [this](const std::string& key) -> std::optional<double> {
+      auto it = in_flight_.find(key);
+      if (it == in_flight_.end()) return std::nullopt;
+      return it->second;
+    };
     auto m = Manager::Create(o);
     ASSERT_TRUE(m.ok()) << m.status().ToString();
     manager_ = std::move(*m);
@@ -272,6 +277,7 @@ class ManagerTest : public ::testing::Test {
   std::filesystem::path dir_;
   std::map<std::string, Checkpoint> checkpoints_;  // what the metrics say, by instance key
   PreemptionCounters counters_;
+  std::map<std::string, double> in_flight_;  // the serving load the metrics say, by key
   FakeClock clock_;
   FakeBackend backend_;
   registry::Registry registry_;

@@ -90,6 +90,21 @@ struct NamedPort {
   friend bool operator==(const NamedPort&, const NamedPort&) = default;
 };
 
+// tarn.autoscale.*: the component's replica count follows its load (docs/autoscaling.md):
+// Knative's windows and panic mode, HPA's tolerance and scale-down stabilisation.
+struct Autoscale {
+  int64_t min = 1;
+  int64_t max = 1;
+  double target_in_flight = 2;  // requests in flight per replica (Ray Serve's default)
+  double tolerance = 0.1;       // HPA: no change within 10% of the target
+  int64_t stable_window_secs = 60;
+  int64_t panic_window_secs = 6;
+  double panic_threshold = 2.0;         // panic at twice the replicas there are
+  int64_t scale_down_delay_secs = 300;  // HPA's scale-down stabilisation window
+
+  friend bool operator==(const Autoscale&, const Autoscale&) = default;
+};
+
 struct Component {
   std::string name;                       // a DNS label
   int64_t number_of_containers = 0;       // 0..kMaxContainersPerComponent
@@ -113,6 +128,8 @@ struct Component {
   // tarn.stop.grace_secs: every stop tarn makes (stop, flex-down, preemption) sends SIGTERM,
   // then SIGKILL this long after (Kubernetes' terminationGracePeriodSeconds).
   int64_t stop_grace_secs = kDefaultStopGraceSecs;
+  // tarn.autoscale.*: none, a fixed count (number_of_containers, flex).
+  std::optional<Autoscale> autoscale;
 
   friend bool operator==(const Component&, const Component&) = default;
 };

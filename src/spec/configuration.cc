@@ -6,6 +6,7 @@
 
 #include "common/number.h"
 #include "common/priority.h"
+#include "spec/autoscale.h"
 #include "spec/data_uri.h"
 #include "spec/object_reader.h"
 
@@ -421,13 +422,15 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
         diags.Error(path, Quote(value) + " is not a grace period (whole seconds from 0 to " +
                               std::to_string(kMaxStopGraceSecs) + " between SIGTERM and SIGKILL)");
       }
+    } else if (IsAutoscaleKey(key)) {
+      CheckAutoscaleProperty(key, value, path, service_level, diags);
     } else if (key.rfind("tarn.", 0) == 0) {
       std::string hint =
           NearestHint(key, std::vector<std::string_view>(kTarnKeys.begin(), kTarnKeys.end()));
       diags.Error(path, "unknown tarn property" + hint +
                             "; tarn knows tarn.tf.role, tarn.tf.port, tarn.ports, "
                             "tarn.ports.public, tarn.gang, tarn.priority, "
-                            "tarn.stop.grace_secs");
+                            "tarn.stop.grace_secs, tarn.autoscale.*");
     } else if (key.rfind("yarn.service.", 0) == 0) {
       CheckYarnProperty(key, value, path, diags);
     }

@@ -7,6 +7,7 @@
 #include "common/file.h"
 #include "common/number.h"
 #include "common/priority.h"
+#include "spec/autoscale.h"
 #include "spec/configuration.h"
 #include "spec/memory_size.h"
 #include "spec/object_reader.h"
@@ -396,6 +397,7 @@ class Parser {
     c.ports = std::move(tarn.ports);
     c.public_ports = std::move(tarn.public_ports);
     c.stop_grace_secs = tarn.stop_grace_secs;
+    c.autoscale = ReadAutoscale(c.configuration.properties, c, path, diags_);
     for (const std::string& name : c.public_ports) {
       std::string known;
       bool found = false;
