@@ -45,10 +45,17 @@ StatusOr<ModelMeta> ParseModelMeta(const std::string& text, const std::string& s
   if (auto it = j.find("labels"); it != j.end()) {
     if (!it->is_array()) return InvalidArgumentError(source + ": labels: not a list of names");
     for (const auto& l : *it) {
-      if (!l.is_string()) return InvalidArgumentError(source + ": labels: " + l.dump() +
-                                                      " is not a string");
+      if (!l.is_string())
+        return InvalidArgumentError(source + ": labels: " + l.dump() + " is not a string");
       m.labels.push_back(l.get<std::string>());
     }
+  }
+  if (auto it = j.find("accuracy"); it != j.end() && !it->is_null()) {
+    if (!it->is_number() || it->get<double>() < 0 || it->get<double>() > 1) {
+      return InvalidArgumentError(source + ": accuracy: " + it->dump() +
+                                  " is not an accuracy in [0, 1]");
+    }
+    m.accuracy = it->get<double>();
   }
   return m;
 }

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ struct ModelMeta {
   std::vector<int64_t> input_shape;  // one example, e.g. [1, 28, 28]; empty when unknown
   std::string dtype = "float32";
   std::vector<std::string> labels;  // index -> name; may be empty
+  std::optional<double> accuracy;   // the test accuracy it was exported at, when recorded
   nlohmann::json raw = nlohmann::json::object();  // the whole file, for /metadata
 };
 

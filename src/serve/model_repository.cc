@@ -29,18 +29,22 @@ constexpr size_t kEndedKept = 20;  // unloaded versions kept in the status, per 
 
 std::string_view VersionStateName(VersionState s) {
   switch (s) {
-    case VersionState::kStart: return "START";
-    case VersionState::kLoading: return "LOADING";
-    case VersionState::kAvailable: return "AVAILABLE";
-    case VersionState::kUnloading: return "UNLOADING";
-    case VersionState::kEnd: return "END";
+    case VersionState::kStart:
+      return "START";
+    case VersionState::kLoading:
+      return "LOADING";
+    case VersionState::kAvailable:
+      return "AVAILABLE";
+    case VersionState::kUnloading:
+      return "UNLOADING";
+    case VersionState::kEnd:
+      return "END";
   }
   return "UNKNOWN";
 }
 
 LoadedVersion::LoadedVersion(std::string model, int64_t version, ModelMeta meta,
-                             std::unique_ptr<Servable> servable,
-                             const BatchingParameters& batching,
+                             std::unique_ptr<Servable> servable, const BatchingParameters& batching,
                              std::function<void(const BatchStats&)> on_batch)
     : model_(std::move(model)),
       version_(version),
@@ -53,10 +57,10 @@ LoadedVersion::LoadedVersion(std::string model, int64_t version, ModelMeta meta,
 void LoadedVersion::Predict(Tensor input, Batcher::Done done) {
   // Submit only consumes `done` when it accepts the task.
   auto shared = std::make_shared<Batcher::Done>(std::move(done));
-  Status s = batcher_.Submit(std::move(input), [shared](StatusOr<Tensor> out,
-                                                        std::chrono::nanoseconds queued) {
-    (*shared)(std::move(out), queued);
-  });
+  Status s = batcher_.Submit(std::move(input),
+                             [shared](StatusOr<Tensor> out, std::chrono::nanoseconds queued) {
+                               (*shared)(std::move(out), queued);
+                             });
   if (!s.ok()) (*shared)(s, std::chrono::nanoseconds(0));
 }
 
@@ -153,7 +157,11 @@ void ModelRepository::PollModel(const std::string& name) {
   // An unreadable base path unloads nothing: it may be back at the next poll.
   if (!listed.ok()) return;
   const std::vector<int64_t>& on_disk = *listed;
-  std::set<int64_t> failed;  // versions whose last load failed and which have not changed
+  if (config.canary) {
+    PollRollout(name, config, on_disk);
+    return ForgetEnded(name);
+  }
+  std::set<int64_t> failed = FailedVersions(name, config, on_disk);
   while (true) {
     std::vector<int64_t> candidates;
     std::vector<int64_t> to_load;
@@ -161,16 +169,6 @@ void ModelRepository::PollModel(const std::string& name) {
       std::lock_guard<std::mutex> lock(mu_);
       Model& m = models_[name];
       for (int64_t v : on_disk) {
-        auto it = m.versions.find(v);
-        const std::string dir = config.base_path + "/" + std::to_string(v);
-        if (it != m.versions.end() && !it->second.failed_signature.empty()) {
-          if (it->second.failed_signature == Signature(dir)) {
-            failed.insert(v);
-          } else {
-            it->second.failed_signature.clear();  // changed since: worth another try
-            failed.erase(v);
-          }
-        }
         if (!failed.count(v)) candidates.push_back(v);
       }
       for (int64_t v : VersionsToServe(config.policy, candidates)) {
@@ -183,34 +181,10 @@ void ModelRepository::PollModel(const std::string& name) {
     std::sort(to_load.rbegin(), to_load.rend());
     bool any_failed = false;
     for (int64_t v : to_load) {
-      const std::string dir = config.base_path + "/" + std::to_string(v);
-      SetState(name, v, VersionState::kStart);
-      SetState(name, v, VersionState::kLoading);
-      const std::string signature = Signature(dir);
-      auto meta = ReadModelMeta(dir);
-      StatusOr<std::unique_ptr<Servable>> servable =
-          meta.ok() ? options_.loader(dir, *meta) : StatusOr<std::unique_ptr<Servable>>(meta.status());
-      if (!servable.ok()) {
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          models_[name].versions[v].failed_signature = signature.empty() ? "gone" : signature;
-        }
-        SetState(name, v, VersionState::kEnd, servable.status());
+      if (!LoadVersion(name, config, v)) {
         failed.insert(v);
         any_failed = true;
-        continue;
       }
-      auto on_batch = [this, name](const BatchStats& s) {
-        if (options_.on_batch) options_.on_batch(name, s);
-      };
-      auto loaded = std::make_shared<LoadedVersion>(name, v, std::move(*meta),
-                                                    std::move(*servable), options_.batching,
-                                                    std::move(on_batch));
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        models_[name].versions[v].loaded = std::move(loaded);
-      }
-      SetState(name, v, VersionState::kAvailable);
     }
     if (!any_failed) break;  // else the policy may now want an older version
   }
@@ -229,13 +203,18 @@ void ModelRepository::PollModel(const std::string& name) {
     }
   }
   for (int64_t v : to_unload) Unload(name, v);
-  // Forget the oldest ended versions beyond a few.
+  ForgetEnded(name);
+}
+
+void ModelRepository::ForgetEnded(const std::string& name) {
+  // Forget the oldest ended versions beyond a few; never one the rollout rejected.
   std::lock_guard<std::mutex> lock(mu_);
   Model& m = models_[name];
   size_t ended = 0;
   for (const auto& [v, e] : m.versions) ended += e.status.state == VersionState::kEnd;
   for (auto it = m.versions.begin(); it != m.versions.end() && ended > kEndedKept;) {
-    if (it->second.status.state == VersionState::kEnd && it->second.failed_signature.empty()) {
+    if (it->second.status.state == VersionState::kEnd && it->second.failed_signature.empty() &&
+        it->second.rejected.empty()) {
       it = m.versions.erase(it);
       --ended;
     } else {
@@ -244,7 +223,54 @@ void ModelRepository::PollModel(const std::string& name) {
   }
 }
 
-void ModelRepository::Unload(const std::string& name, int64_t version) {
+std::set<int64_t> ModelRepository::FailedVersions(const std::string& name,
+                                                  const ModelConfig& config,
+                                                  const std::vector<int64_t>& on_disk) {
+  std::set<int64_t> failed;
+  std::lock_guard<std::mutex> lock(mu_);
+  Model& m = models_[name];
+  for (int64_t v : on_disk) {
+    auto it = m.versions.find(v);
+    if (it == m.versions.end() || it->second.failed_signature.empty()) continue;
+    if (it->second.failed_signature == Signature(config.base_path + "/" + std::to_string(v))) {
+      failed.insert(v);
+    } else {
+      it->second.failed_signature.clear();  // changed since: worth another try
+    }
+  }
+  return failed;
+}
+
+bool ModelRepository::LoadVersion(const std::string& name, const ModelConfig& config, int64_t v) {
+  const std::string dir = config.base_path + "/" + std::to_string(v);
+  SetState(name, v, VersionState::kStart);
+  SetState(name, v, VersionState::kLoading);
+  const std::string signature = Signature(dir);
+  auto meta = ReadModelMeta(dir);
+  StatusOr<std::unique_ptr<Servable>> servable =
+      meta.ok() ? options_.loader(dir, *meta) : StatusOr<std::unique_ptr<Servable>>(meta.status());
+  if (!servable.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      models_[name].versions[v].failed_signature = signature.empty() ? "gone" : signature;
+    }
+    SetState(name, v, VersionState::kEnd, servable.status());
+    return false;
+  }
+  auto on_batch = [this, name](const BatchStats& s) {
+    if (options_.on_batch) options_.on_batch(name, s);
+  };
+  auto loaded = std::make_shared<LoadedVersion>(name, v, std::move(*meta), std::move(*servable),
+                                                options_.batching, std::move(on_batch));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    models_[name].versions[v].loaded = std::move(loaded);
+  }
+  SetState(name, v, VersionState::kAvailable);
+  return true;
+}
+
+void ModelRepository::Unload(const std::string& name, int64_t version, tarn::Status end) {
   std::shared_ptr<LoadedVersion> loaded;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -264,11 +290,12 @@ void ModelRepository::Unload(const std::string& name, int64_t version) {
     }
   }
   loaded.reset();
-  SetState(name, version, VersionState::kEnd);
+  SetState(name, version, VersionState::kEnd, std::move(end));
 }
 
-StatusOr<std::shared_ptr<LoadedVersion>> ModelRepository::Find(
-    const std::string& model, std::optional<int64_t> version, const std::string& label) const {
+StatusOr<std::shared_ptr<LoadedVersion>> ModelRepository::Find(const std::string& model,
+                                                               std::optional<int64_t> version,
+                                                               const std::string& label) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto m = models_.find(model);
   if (m == models_.end()) {
@@ -277,13 +304,16 @@ StatusOr<std::shared_ptr<LoadedVersion>> ModelRepository::Find(
   }
   std::optional<int64_t> want = version;
   if (!want && !label.empty()) {
-    auto l = m->second.config.labels.find(label);
-    if (l == m->second.config.labels.end()) {
+    want = LabelVersion(m->second, label);
+    if (!want) {
       return NotFoundError("Servable not found for request: " + Describe(model, version, label) +
-                           " (model \"" + model + "\" has no label \"" + label + "\")");
+                           " (model \"" + model + "\" has no label \"" + label + "\"" +
+                           (m->second.config.canary && label == "canary" ? " now: no canary" : "") +
+                           ")");
     }
-    want = l->second;
   }
+  // With a canary policy, a request that names nothing means stable.
+  if (!want && m->second.config.canary && m->second.stable != 0) want = m->second.stable;
   if (want) {
     auto v = m->second.versions.find(*want);
     if (v == m->second.versions.end() || !v->second.loaded) {
@@ -310,11 +340,8 @@ StatusOr<std::vector<VersionStatus>> ModelRepository::Status(const std::string& 
   }
   std::optional<int64_t> want = version;
   if (!want && !label.empty()) {
-    auto l = m->second.config.labels.find(label);
-    if (l == m->second.config.labels.end()) {
-      return NotFoundError("model \"" + model + "\" has no label \"" + label + "\"");
-    }
-    want = l->second;
+    want = LabelVersion(m->second, label);
+    if (!want) return NotFoundError("model \"" + model + "\" has no label \"" + label + "\"");
   }
   std::vector<VersionStatus> out;
   for (const auto& [v, e] : m->second.versions) {

@@ -9,6 +9,10 @@
 // serving) and is retried only when its model.pt changes. Unloading waits until the
 // requests that hold the version have been answered.
 //
+// A model with a canary policy (serve_config.h) is served by its rollout instead of its
+// version policy: one stable version, and a newer one as canary on a share of the traffic
+// until it is promoted or rolled back (canary.h; model_rollout.cc).
+//
 // REQUIRES: Create() (which polls once, so models on disk are served from the start), then
 // any calls, then destruction (which stops the poll thread and unloads everything). Find,
 // Status, Ready and Snapshot are thread-safe; PollOnce runs on the poll thread, or from a
@@ -22,12 +26,14 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "common/status.h"
 #include "serve/batcher.h"
+#include "serve/canary.h"
 #include "serve/model_meta.h"
 #include "serve/servable.h"
 #include "serve/serve_config.h"
@@ -77,7 +83,7 @@ class ModelRepository {
     BatchingParameters batching;
     ServableLoader loader;
     std::chrono::milliseconds poll_interval{1000};  // <= 0: no thread; call PollOnce()
-    std::function<void(const std::string&)> log;   // one line per state change
+    std::function<void(const std::string&)> log;    // one line per state change
     std::function<void(const std::string& model, const BatchStats&)> on_batch;
   };
 
@@ -93,6 +99,24 @@ class ModelRepository {
   StatusOr<std::shared_ptr<LoadedVersion>> Find(const std::string& model,
                                                 std::optional<int64_t> version,
                                                 const std::string& label) const;
+
+  // The version for a predict or infer request: as Find, but an unlabelled request to a
+  // model with a canary goes to the canary or to stable by the split.
+  StatusOr<std::shared_ptr<LoadedVersion>> Route(const std::string& model,
+                                                 std::optional<int64_t> version,
+                                                 const std::string& label) const;
+  // A predict or infer request `v` answered; `failed`: the model failed it.
+  void Record(const LoadedVersion& v, bool failed) const;
+
+  // A model's rollout, for the status API and /metrics; nullopt without a canary policy.
+  struct Rollout {
+    int64_t stable = 0, canary = 0;  // 0: none
+    int64_t traffic_percent = 0;
+    int64_t canary_requests = 0, canary_failures = 0, stable_requests = 0, stable_failures = 0;
+    int64_t promoted = 0, rolled_back = 0, refused = 0;  // since start
+    std::string last_decision;
+  };
+  std::optional<Rollout> RolloutOf(const std::string& model) const;
 
   // model_version_status: every version known (one when `version` or `label` is given).
   StatusOr<std::vector<VersionStatus>> Status(const std::string& model,
@@ -116,19 +140,34 @@ class ModelRepository {
     VersionStatus status;
     std::shared_ptr<LoadedVersion> loaded;  // set while AVAILABLE
     std::string failed_signature;           // model.pt's identity when its load failed
+    std::string rejected;                   // why the rollout refused or rolled it back
   };
   struct Model {
     ModelConfig config;
     std::map<int64_t, Entry> versions;
     std::string last_list_error;
+    // The rollout's, with a canary policy:
+    int64_t stable = 0;
+    mutable std::optional<Canary> canary;  // its counts change under mu_ on reads too
+    Rollout counts;                        // promoted, rolled_back, refused, last_decision
   };
 
   explicit ModelRepository(Options options);
   void PollModel(const std::string& name);
+  // Loads version `v` of `name` (START, LOADING, then AVAILABLE or END); whether it serves.
+  bool LoadVersion(const std::string& name, const ModelConfig& config, int64_t v);
+  // The versions on disk whose last load failed and whose model.pt has not changed since.
+  std::set<int64_t> FailedVersions(const std::string& name, const ModelConfig& config,
+                                   const std::vector<int64_t>& on_disk);
+  void PollRollout(const std::string& name, const ModelConfig& config,
+                   const std::vector<int64_t>& on_disk);
+  void ForgetEnded(const std::string& name);
+  // The version a label names now; the rollout's stable and canary for a canary policy.
+  static std::optional<int64_t> LabelVersion(const Model& m, const std::string& label);
   void SetState(const std::string& name, int64_t version, VersionState state,
                 tarn::Status status = OkStatus());
   void Log(const std::string& line) const;
-  void Unload(const std::string& name, int64_t version);
+  void Unload(const std::string& name, int64_t version, tarn::Status end = OkStatus());
   void Loop();
 
   Options options_;

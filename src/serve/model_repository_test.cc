@@ -50,7 +50,7 @@ class ModelRepositoryTest : public ::testing::Test {
   std::unique_ptr<ModelRepository> Make(VersionPolicy policy = {},
                                         std::map<std::string, int64_t> labels = {}) {
     ModelRepository::Options o;
-    o.models.push_back(ModelConfig{"m", dir_.path(), policy, labels});
+    o.models.push_back(ModelConfig{"m", dir_.path(), policy, labels, std::nullopt});
     o.loader = FakeLoader;
     o.poll_interval = std::chrono::milliseconds(0);
     o.log = [this](const std::string& line) {
@@ -71,9 +71,8 @@ class ModelRepositoryTest : public ::testing::Test {
     Tensor in;
     in.shape = {1, 2};
     in.data = {1, 1};
-    (*v)->Predict(in, [&](StatusOr<Tensor> out, auto) {
-      answer.set_value(out.ok() ? out->data[0] : -2);
-    });
+    (*v)->Predict(
+        in, [&](StatusOr<Tensor> out, auto) { answer.set_value(out.ok() ? out->data[0] : -2); });
     return answer.get_future().get();
   }
 

@@ -164,6 +164,24 @@ json StatusJson(const std::vector<VersionStatus>& versions) {
   return json{{"model_version_status", list}};
 }
 
+// tarn's addition to the model status: the rollout's labels, the canary's counts and the
+// last decision (docs/serve.md, "Canary"). TF Serving clients ignore a field they do not know.
+json RolloutJson(const ModelRepository::Rollout& r) {
+  json labels = json::object();
+  if (r.stable != 0) labels["stable"] = std::to_string(r.stable);
+  if (r.canary != 0) labels["canary"] = std::to_string(r.canary);
+  return json{{"version_labels", labels},
+              {"traffic_percent", r.traffic_percent},
+              {"canary_requests", r.canary_requests},
+              {"canary_failures", r.canary_failures},
+              {"stable_requests", r.stable_requests},
+              {"stable_failures", r.stable_failures},
+              {"promoted", r.promoted},
+              {"rolled_back", r.rolled_back},
+              {"refused", r.refused},
+              {"last_decision", r.last_decision}};
+}
+
 json Dims(const std::vector<int64_t>& example, int64_t classes) {
   json dims = json::array({{{"size", "-1"}, {"name", ""}}});
   if (classes != 0) {
@@ -180,21 +198,22 @@ int64_t Classes(const ModelMeta& m) {
 
 json V1Metadata(const LoadedVersion& v) {
   const ModelMeta& m = v.meta();
-  const json input = {{"dtype", "DT_FLOAT"},
-                      {"tensor_shape",
-                       {{"dim", Dims(m.input_shape, 0)}, {"unknown_rank", m.input_shape.empty()}}},
-                      {"name", "x"}};
+  const json input = {
+      {"dtype", "DT_FLOAT"},
+      {"tensor_shape", {{"dim", Dims(m.input_shape, 0)}, {"unknown_rank", m.input_shape.empty()}}},
+      {"name", "x"}};
   const json output = {{"dtype", "DT_FLOAT"},
                        {"tensor_shape", {{"dim", Dims({}, Classes(m))}, {"unknown_rank", false}}},
                        {"name", "logits"}};
   json signature = {{"inputs", {{"x", input}}},
                     {"outputs", {{"logits", output}}},
                     {"method_name", "tensorflow/serving/predict"}};
-  return json{{"model_spec",
-               {{"name", v.model()}, {"signature_name", ""}, {"version", std::to_string(v.version())}}},
-              {"metadata",
-               {{"signature_def", {{"signature_def", {{"serving_default", signature}}}}},
-                {"meta", m.raw}}}};
+  return json{
+      {"model_spec",
+       {{"name", v.model()}, {"signature_name", ""}, {"version", std::to_string(v.version())}}},
+      {"metadata",
+       {{"signature_def", {{"signature_def", {{"serving_default", signature}}}}},
+        {"meta", m.raw}}}};
 }
 
 json V2Metadata(const LoadedVersion& v, const std::vector<VersionStatus>& versions) {
@@ -217,23 +236,38 @@ json V2Metadata(const LoadedVersion& v, const std::vector<VersionStatus>& versio
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return 200;
-    case StatusCode::kCancelled: return 499;
-    case StatusCode::kInvalidArgument: return 400;
-    case StatusCode::kDeadlineExceeded: return 504;
-    case StatusCode::kNotFound: return 404;
-    case StatusCode::kAlreadyExists: return 409;
-    case StatusCode::kPermissionDenied: return 403;
-    case StatusCode::kResourceExhausted: return 429;
-    case StatusCode::kFailedPrecondition: return 400;
-    case StatusCode::kAborted: return 409;
-    case StatusCode::kOutOfRange: return 400;
-    case StatusCode::kUnimplemented: return 501;
-    case StatusCode::kUnavailable: return 503;
-    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kOk:
+      return 200;
+    case StatusCode::kCancelled:
+      return 499;
+    case StatusCode::kInvalidArgument:
+      return 400;
+    case StatusCode::kDeadlineExceeded:
+      return 504;
+    case StatusCode::kNotFound:
+      return 404;
+    case StatusCode::kAlreadyExists:
+      return 409;
+    case StatusCode::kPermissionDenied:
+      return 403;
+    case StatusCode::kResourceExhausted:
+      return 429;
+    case StatusCode::kFailedPrecondition:
+      return 400;
+    case StatusCode::kAborted:
+      return 409;
+    case StatusCode::kOutOfRange:
+      return 400;
+    case StatusCode::kUnimplemented:
+      return 501;
+    case StatusCode::kUnavailable:
+      return 503;
+    case StatusCode::kUnauthenticated:
+      return 401;
     case StatusCode::kUnknown:
     case StatusCode::kInternal:
-    case StatusCode::kDataLoss: return 500;
+    case StatusCode::kDataLoss:
+      return 500;
   }
   return 500;
 }
@@ -269,9 +303,14 @@ void RestApi::Handle(http::Request request, http::Responder respond) {
   if (route.api == "status") {
     auto status = repository_.Status(route.model, route.version, route.label);
     if (!status.ok()) return finish(Error(status.status()));
-    return finish(JsonResponse(200, StatusJson(*status)));
+    json body = StatusJson(*status);
+    if (auto rollout = repository_.RolloutOf(route.model))
+      body["tarn_rollout"] = RolloutJson(*rollout);
+    return finish(JsonResponse(200, body));
   }
-  auto found = repository_.Find(route.model, route.version, route.label);
+  const bool inference = route.api == "predict" || route.api == "infer";
+  auto found = inference ? repository_.Route(route.model, route.version, route.label)
+                         : repository_.Find(route.model, route.version, route.label);
   if (route.api == "health") {  // a model's readiness
     return finish(
         JsonResponse(found.ok() ? 200 : 503, json{{"name", route.model}, {"ready", found.ok()}}));
@@ -291,17 +330,19 @@ void RestApi::Handle(http::Request request, http::Responder respond) {
   PredictRequest req = std::move(*parsed);
   Tensor input = std::move(req.input);
   LoadedVersion* raw = version.get();
-  raw->Predict(std::move(input),
-               [this, version = std::move(version), req = std::move(req), v2,
-                finish = std::move(finish)](StatusOr<Tensor> out,
-                                            std::chrono::nanoseconds queued) mutable {
-                 metrics_.ObserveQueue(version->model(), queued);
-                 if (!out.ok()) return finish(Error(out.status()));
-                 finish(http::Response{
-                     200, "application/json",
-                     v2 ? FormatInferResponse(*out, req, version->model(), version->version())
-                        : FormatPredictResponse(*out, req, version->meta())});
-               });
+  raw->Predict(std::move(input), [this, version = std::move(version), req = std::move(req), v2,
+                                  finish = std::move(finish)](
+                                     StatusOr<Tensor> out,
+                                     std::chrono::nanoseconds queued) mutable {
+    metrics_.ObserveQueue(version->model(), queued);
+    // The request was parsed: a failure now is the model's, but for a full
+    // queue or an unloading version (503), which say nothing of the version.
+    repository_.Record(*version, !out.ok() && out.status().code() != StatusCode::kUnavailable);
+    if (!out.ok()) return finish(Error(out.status()));
+    finish(http::Response{200, "application/json",
+                          v2 ? FormatInferResponse(*out, req, version->model(), version->version())
+                             : FormatPredictResponse(*out, req, version->meta())});
+  });
 }
 
 }  // namespace tarn::serve

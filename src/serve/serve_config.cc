@@ -116,10 +116,45 @@ StatusOr<VersionPolicy> ParsePolicy(const json& v, const std::string& where) {
   return p;
 }
 
+StatusOr<CanaryPolicy> ParseCanary(const json& v, const std::string& where) {
+  if (!v.is_object()) return InvalidArgumentError(where + ": not an object");
+  RETURN_IF_ERROR(CheckFields(
+      v,
+      {"traffic_percent", "max_accuracy_drop", "promote_after_requests", "promote_after_seconds"},
+      where));
+  CanaryPolicy c;
+  const struct {
+    const char* name;
+    int64_t* field;
+    int64_t low, high;
+  } limits[] = {{"traffic_percent", &c.traffic_percent, 1, 99},
+                {"promote_after_requests", &c.promote_after_requests, 1, 1'000'000'000},
+                {"promote_after_seconds", &c.promote_after_seconds, 0, 30 * 86400}};
+  for (const auto& l : limits) {
+    const json* f = Field(v, l.name);
+    if (f == nullptr) continue;
+    const std::string at = where + "." + l.name;
+    ASSIGN_OR_RETURN(*l.field, Integer(*f, at));
+    if (*l.field < l.low || *l.field > l.high) {
+      return InvalidArgumentError(at + ": " + std::to_string(*l.field) + " is not in [" +
+                                  std::to_string(l.low) + ", " + std::to_string(l.high) + "]");
+    }
+  }
+  if (const json* f = Field(v, "max_accuracy_drop")) {
+    if (!f->is_number() || f->get<double>() < 0 || f->get<double>() > 1) {
+      return InvalidArgumentError(where + ".max_accuracy_drop: " + f->dump() +
+                                  " is not an accuracy difference in [0, 1] (0.01: one point)");
+    }
+    c.max_accuracy_drop = f->get<double>();
+  }
+  return c;
+}
+
 StatusOr<ModelConfig> ParseModel(const json& v, const std::string& where) {
   if (!v.is_object()) return InvalidArgumentError(where + ": not an object");
   RETURN_IF_ERROR(CheckFields(
-      v, {"name", "base_path", "model_platform", "model_version_policy", "version_labels"},
+      v,
+      {"name", "base_path", "model_platform", "model_version_policy", "version_labels", "canary"},
       where));
   ModelConfig m;
   const json* name = Field(v, "name");
@@ -154,17 +189,31 @@ StatusOr<ModelConfig> ParseModel(const json& v, const std::string& where) {
       m.labels[it.key()] = version;
     }
   }
+  if (const json* canary = Field(v, "canary")) {
+    ASSIGN_OR_RETURN(m.canary, ParseCanary(*canary, where + ".canary"));
+    if (m.policy.kind != VersionPolicy::Kind::kLatest) {
+      return InvalidArgumentError(where +
+                                  ".canary: the rollout chooses the versions; leave "
+                                  "model_version_policy out (or latest)");
+    }
+    for (const char* label : {"stable", "canary"}) {
+      if (m.labels.count(label)) {
+        return InvalidArgumentError(where + ".version_labels." + label +
+                                    ": set by the canary rollout, not by hand");
+      }
+    }
+  }
   return m;
 }
 
 }  // namespace
 
 Status CheckModelName(const std::string& name, const std::string& where) {
-  const bool ok = !name.empty() && name.size() <= 128 && name[0] != '.' &&
-                  std::all_of(name.begin(), name.end(), [](char c) {
-                    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' ||
-                           c == '.';
-                  });
+  const bool ok =
+      !name.empty() && name.size() <= 128 && name[0] != '.' &&
+      std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+      });
   if (ok) return OkStatus();
   return InvalidArgumentError(where + ": \"" + name +
                               "\" is not a name (1-128 of A-Z a-z 0-9 _ . -, not starting with .)");
@@ -199,11 +248,11 @@ StatusOr<std::vector<ModelConfig>> ParseModelConfigList(const std::string& text,
 StatusOr<BatchingParameters> ParseBatchingParameters(const std::string& text,
                                                      const std::string& source) {
   ASSIGN_OR_RETURN(json j, ParseObject(text, source));
-  RETURN_IF_ERROR(CheckFields(j,
-                              {"max_batch_size", "batch_timeout_micros", "num_batch_threads",
-                               "max_enqueued_batches", "pad_variable_length_inputs",
-                               "allowed_batch_sizes"},
-                              source));
+  RETURN_IF_ERROR(
+      CheckFields(j,
+                  {"max_batch_size", "batch_timeout_micros", "num_batch_threads",
+                   "max_enqueued_batches", "pad_variable_length_inputs", "allowed_batch_sizes"},
+                  source));
   BatchingParameters b;
   struct Limit {
     const char* name;
@@ -273,7 +322,7 @@ StatusOr<std::vector<int64_t>> ListVersions(const std::string& base_path) {
   std::filesystem::directory_iterator it(base_path, ec);
   if (ec) {
     return Status(ec == std::errc::no_such_file_or_directory ? StatusCode::kNotFound
-                                                              : StatusCode::kUnavailable,
+                                                             : StatusCode::kUnavailable,
                   base_path + ": cannot list: " + ec.message());
   }
   std::vector<int64_t> out;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,11 +25,24 @@ struct VersionPolicy {
   std::vector<int64_t> versions;  // kSpecific, sorted, unique
 };
 
+// tarn's canary rollout of new versions (docs/serve.md, "Canary"): a newly exported version
+// whose meta.json accuracy is below the stable version's by more than max_accuracy_drop is
+// refused unserved; else it serves traffic_percent of the unlabelled requests, and once it
+// has answered promote_after_requests (or promote_after_seconds have passed and it has
+// answered any) it is promoted if its error rate is no worse than stable's, else rolled back.
+struct CanaryPolicy {
+  int64_t traffic_percent = 10;  // 1..99
+  double max_accuracy_drop = 0;  // 0..1
+  int64_t promote_after_requests = 1000;
+  int64_t promote_after_seconds = 0;  // 0: by requests only
+};
+
 struct ModelConfig {
   std::string name;
   std::string base_path;  // holds <version>/model.pt and <version>/meta.json
   VersionPolicy policy;
   std::map<std::string, int64_t> labels;  // version_labels
+  std::optional<CanaryPolicy> canary;     // stable and canary labels, set by the rollout
 };
 
 // TF Serving's defaults, except max_enqueued_batches, whose default (1,000,000) would let a

@@ -58,6 +58,21 @@ TEST(ModelConfigTest, ErrorsNameTheFileAndTheField) {
       {R"({"model_config_list": {"config": [{"name": "a", "base_path": "/x"},
           {"name": "a", "base_path": "/y"}]}})",
        "config[1].name: \"a\" is configured twice"},
+      {R"({"model_config_list": {"config": [{"name": "a", "base_path": "/x",
+          "canary": {"traffic_percent": 100}}]}})",
+       "config[0].canary.traffic_percent: 100 is not in [1, 99]"},
+      {R"({"model_config_list": {"config": [{"name": "a", "base_path": "/x",
+          "canary": {"traffic": 10}}]}})",
+       "config[0].canary: unknown field \"traffic\""},
+      {R"({"model_config_list": {"config": [{"name": "a", "base_path": "/x",
+          "canary": {"max_accuracy_drop": "0.01"}}]}})",
+       "canary.max_accuracy_drop: \"0.01\" is not an accuracy difference in [0, 1]"},
+      {R"({"model_config_list": {"config": [{"name": "a", "base_path": "/x",
+          "model_version_policy": {"all": {}}, "canary": {}}]}})",
+       "config[0].canary: the rollout chooses the versions"},
+      {R"({"model_config_list": {"config": [{"name": "a", "base_path": "/x",
+          "version_labels": {"stable": 1}, "canary": {}}]}})",
+       "version_labels.stable: set by the canary rollout, not by hand"},
   };
   for (const Case& c : cases) {
     auto r = ParseModelConfigList(c.text, "models.json");
@@ -66,6 +81,21 @@ TEST(ModelConfigTest, ErrorsNameTheFileAndTheField) {
     EXPECT_NE(r.status().message().find(c.message), std::string::npos)
         << r.status().message() << " lacks " << c.message;
   }
+}
+
+TEST(ModelConfigTest, ReadsACanaryPolicy) {
+  auto models = ParseModelConfigList(R"({"model_config_list": {"config": [
+      {"name": "a", "base_path": "/x", "canary": {"traffic_percent": 20, "max_accuracy_drop": 0.01,
+       "promoteAfterRequests": "500", "promote_after_seconds": {"value": 600}}},
+      {"name": "b", "base_path": "/y"}]}})",
+                                     "models.json");
+  ASSERT_TRUE(models.ok()) << models.status().ToString();
+  ASSERT_TRUE((*models)[0].canary);
+  EXPECT_EQ((*models)[0].canary->traffic_percent, 20);
+  EXPECT_DOUBLE_EQ((*models)[0].canary->max_accuracy_drop, 0.01);
+  EXPECT_EQ((*models)[0].canary->promote_after_requests, 500);
+  EXPECT_EQ((*models)[0].canary->promote_after_seconds, 600);
+  EXPECT_FALSE((*models)[1].canary);
 }
 
 TEST(BatchingParametersTest, ReadsPlainAndWrappedNumbersAndChecksRanges) {

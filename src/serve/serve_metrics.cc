@@ -31,8 +31,7 @@ void Histogram::Observe(double v) {
   sum_ += v;
 }
 
-void Histogram::Render(std::string& out, const std::string& name,
-                       const std::string& labels) const {
+void Histogram::Render(std::string& out, const std::string& name, const std::string& labels) const {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string sep = labels.empty() ? "" : ",";
   uint64_t cumulative = 0;
@@ -110,8 +109,8 @@ std::string ServeMetrics::Render(const ModelRepository* repository) const {
     const char* label;
     const std::map<std::string, Histogram>* map;
   } histograms[] = {
-      {"tarn_serve_request_latency_seconds", "Time from a request's arrival to its answer.",
-       "api", &latency_},
+      {"tarn_serve_request_latency_seconds", "Time from a request's arrival to its answer.", "api",
+       &latency_},
       {"tarn_serve_queue_seconds", "Time a predict task waited for its batch.", "model", &queue_},
       {"tarn_serve_compute_seconds", "Time the model took for one batch.", "model", &compute_},
       {"tarn_serve_batch_size", "Examples per batch run.", "model", &batch_size_},
@@ -124,13 +123,41 @@ std::string ServeMetrics::Render(const ModelRepository* repository) const {
     }
   }
   if (repository != nullptr) {
-    out += "# HELP tarn_serve_model_version_state Model versions known, by state (1 per "
-           "version).\n";
+    out +=
+        "# HELP tarn_serve_model_version_state Model versions known, by state (1 per "
+        "version).\n";
     out += "# TYPE tarn_serve_model_version_state gauge\n";
     for (const auto& row : repository->Snapshot()) {
       out += "tarn_serve_model_version_state{model=\"" + row.model + "\",version=\"" +
              std::to_string(row.version) + "\",state=\"" +
              std::string(VersionStateName(row.state)) + "\"} 1\n";
+    }
+    std::string labels, decisions;
+    for (const std::string& model : repository->ModelNames()) {
+      const std::optional<ModelRepository::Rollout> r = repository->RolloutOf(model);
+      if (!r) continue;
+      for (const auto& [label, version] : {std::pair{"stable", r->stable}, {"canary", r->canary}}) {
+        if (version != 0) {
+          labels += "tarn_serve_version_label{model=\"" + model + "\",label=\"" + label + "\"} " +
+                    std::to_string(version) + "\n";
+        }
+      }
+      for (const auto& [decision, n] : {std::pair{"promoted", r->promoted},
+                                        {"rolled_back", r->rolled_back},
+                                        {"refused", r->refused}}) {
+        decisions += "tarn_serve_canary_decisions_total{model=\"" + model + "\",decision=\"" +
+                     decision + "\"} " + std::to_string(n) + "\n";
+      }
+    }
+    if (!labels.empty() || !decisions.empty()) {
+      out +=
+          "# HELP tarn_serve_version_label The version each rollout label names.\n"
+          "# TYPE tarn_serve_version_label gauge\n" +
+          labels +
+          "# HELP tarn_serve_canary_decisions_total Canary versions promoted, rolled back "
+          "or refused unserved.\n"
+          "# TYPE tarn_serve_canary_decisions_total counter\n" +
+          decisions;
     }
   }
   return out;

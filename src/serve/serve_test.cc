@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -47,15 +48,29 @@ int64_t Export(const std::string& base, uint64_t seed, const std::string& name =
   return v.value_or(0);
 }
 
+// As Export, with the test accuracy the trainer would have recorded in meta.json.
+int64_t ExportAt(const std::string& base, uint64_t seed, double accuracy) {
+  auto model = train::MakeZooModel("mlp", seed);
+  EXPECT_TRUE(model.ok());
+  json meta = {{"model", "mlp"},     {"input_shape", {1, 28, 28}},
+               {"dtype", "float32"}, {"labels", train::FashionMnistLabels()},
+               {"step", 0},          {"accuracy", accuracy}};
+  auto v = train::ExportVersion(*model, base, "fmnist", meta);
+  EXPECT_TRUE(v.ok()) << v.status().ToString();
+  return v.value_or(0);
+}
+
 class ServeTest : public ::testing::Test {
  protected:
+  // tarn-serve on fmnist's base path, or with `extra` alone when it names a config file.
   void Start(std::vector<std::string> extra = {}) {
     port_ = FreeLoopbackPort();
-    std::vector<std::string> args = {TARN_SERVE_BINARY,
-                                     "--rest_api_host=127.0.0.1",
-                                     "--rest_api_port=" + std::to_string(port_),
-                                     "--model_name=fmnist",
-                                     "--model_base_path=" + dir_.path() + "/fmnist"};
+    std::vector<std::string> args = {TARN_SERVE_BINARY, "--rest_api_host=127.0.0.1",
+                                     "--rest_api_port=" + std::to_string(port_)};
+    if (extra.empty() || extra[0].rfind("--model_config_file", 0) != 0) {
+      args.push_back("--model_name=fmnist");
+      args.push_back("--model_base_path=" + dir_.path() + "/fmnist");
+    }
     args.insert(args.end(), extra.begin(), extra.end());
     server_ = std::make_unique<BackgroundProcess>(args, Log());
     client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
@@ -133,8 +148,7 @@ TEST_F(ServeTest, BatchedPredictionsMatchPythonsTorchJitLoad) {
       httplib::Client client("127.0.0.1", port_);
       for (size_t i = c; i < images.size(); i += 8) {
         auto r = client.Post("/v1/models/fmnist:predict",
-                             json{{"instances", {Instance(images[i])}}}.dump(),
-                             "application/json");
+                             json{{"instances", {Instance(images[i])}}}.dump(), "application/json");
         if (!r || r->status != 200) {
           ++failures;
           continue;
@@ -176,8 +190,9 @@ TEST_F(ServeTest, BatchedPredictionsMatchPythonsTorchJitLoad) {
   // KServe v2 with UINT8 pixels answers the same logits for image 0.
   auto set = train::ReadImageSet(kData, "t10k");
   std::vector<int> pixels(set->pixels.begin(), set->pixels.begin() + 784);
-  json infer = {{"inputs",
-                 {{{"name", "x"}, {"shape", {1, 1, 28, 28}}, {"datatype", "UINT8"}, {"data", pixels}}}}};
+  json infer = {
+      {"inputs",
+       {{{"name", "x"}, {"shape", {1, 1, 28, 28}}, {"datatype", "UINT8"}, {"data", pixels}}}}};
   auto r = client_->Post("/v2/models/fmnist/infer", infer.dump(), "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -257,9 +272,10 @@ TEST_F(ServeTest, AFiftyMegabytePredictGets413WhileStillSending) {
   // A client that sends its whole body before it reads (no Expect: 100-continue), as most do.
   http::testing::RawClient c(port_);
   const std::string body(50u << 20, ' ');
-  ASSERT_TRUE(c.Send("POST /v1/models/fmnist:predict HTTP/1.1\r\nHost: x\r\n"
-                     "Content-Type: application/json\r\nContent-Length: " +
-                     std::to_string(body.size()) + "\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("POST /v1/models/fmnist:predict HTTP/1.1\r\nHost: x\r\n"
+             "Content-Type: application/json\r\nContent-Length: " +
+             std::to_string(body.size()) + "\r\n\r\n"));
   EXPECT_TRUE(c.Send(body)) << "tarn-serve reset the connection while the body was sent";
   ::shutdown(c.fd(), SHUT_WR);
   const std::string answer = c.ReadAll(20s);
@@ -361,6 +377,80 @@ TEST_F(ServeTest, VersionsSwapUnderLoadWithoutAFailedRequestAndACorruptOneIsNotS
                              "application/json");
   ASSERT_TRUE(still);
   EXPECT_EQ(json::parse(still->body)["model_version"], "2");
+}
+
+// The canary rollout in the real server (docs/serve.md, "Canary"): a less accurate export
+// is refused unserved, a better one takes exactly 20% of the unlabelled requests, is
+// promoted after 20 of them, and the status API and /metrics say so.
+TEST_F(ServeTest, ACanaryIsGatedOnAccuracySplitExactlyAndPromoted) {
+  ExportAt(dir_.path(), 1, 0.85);
+  const std::string config = dir_.path() + "/models.json";
+  std::ofstream(config) << json{{"model_config_list",
+                                 {{"config",
+                                   {{{"name", "fmnist"},
+                                     {"base_path", dir_.path() + "/fmnist"},
+                                     {"canary",
+                                      {{"traffic_percent", 20},
+                                       {"max_accuracy_drop", 0.01},
+                                       {"promote_after_requests", 20}}}}}}}}}
+                               .dump();
+  Start({"--model_config_file=" + config, "--file_system_poll_wait_seconds=0.1"});
+  auto status = [&] {
+    auto r = client_->Get("/v1/models/fmnist");
+    return r && r->status == 200 ? json::parse(r->body) : json::object();
+  };
+  auto wait = [&](auto done) {
+    for (int i = 0; i < 600; ++i) {
+      if (done(status())) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  };
+  ExportAt(dir_.path(), 2, 0.70);
+  ASSERT_TRUE(wait([](const json& s) { return s["tarn_rollout"]["refused"] == 1; }))
+      << status().dump();
+  const json refused = status()["model_version_status"][0];
+  EXPECT_EQ(refused["version"], "2");
+  EXPECT_EQ(refused["state"], "END");
+  EXPECT_EQ(refused["status"]["error_message"],
+            "refused: its accuracy 0.7000 is below stable version 1's 0.8500 by more than "
+            "max_accuracy_drop 0.0100 (version 2 never served)");
+
+  ExportAt(dir_.path(), 3, 0.86);
+  ASSERT_TRUE(wait([](const json& s) {
+    return s["tarn_rollout"]["version_labels"].value("canary", "") == "3";
+  })) << status().dump();
+  const json image = Instance(Images(1)[0]);
+  auto ask = [&] {
+    json infer = {
+        {"inputs",
+         {{{"name", "x"}, {"shape", {1, 1, 28, 28}}, {"datatype", "FP32"}, {"data", image}}}}};
+    auto r = client_->Post("/v2/models/fmnist/infer", infer.dump(), "application/json");
+    return r && r->status == 200 ? json::parse(r->body)["model_version"].get<std::string>() : "";
+  };
+  std::map<std::string, int> answered;
+  for (int i = 0; i < 100; ++i) ++answered[ask()];
+  EXPECT_EQ(answered["3"], 20) << json(answered).dump();
+  EXPECT_EQ(answered["1"], 80);
+  ASSERT_TRUE(wait([](const json& s) {
+    return s["tarn_rollout"]["version_labels"].value("stable", "") == "3";
+  })) << status().dump();
+  EXPECT_EQ(status()["tarn_rollout"]["last_decision"],
+            "version 3 promoted: canary version 3 at 20%: 0 of 20 failed (0.00%); stable: 0 of "
+            "80 failed (0.00%)");
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(ask(), "3");
+  auto metrics = client_->Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(metrics->body.find("tarn_serve_version_label{model=\"fmnist\",label=\"stable\"} 3\n"),
+            std::string::npos)
+      << metrics->body;
+  EXPECT_NE(metrics->body.find(
+                "tarn_serve_canary_decisions_total{model=\"fmnist\",decision=\"refused\"} 1\n"),
+            std::string::npos);
+  const std::string log = ReadFileToString(Log()).value_or("");
+  EXPECT_NE(log.find("version 3: canary for 20% of unlabelled requests, against stable 1"),
+            std::string::npos)
+      << log;
 }
 
 TEST_F(ServeTest, BadFlagsAndConfigsExitTwoWithTheReason) {
