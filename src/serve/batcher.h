@@ -66,7 +66,7 @@ class Batcher {
   const std::function<void(const BatchStats&)> on_batch_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Task> queue_;       // guarded by mu_
+  std::deque<Task> queue_;      // guarded by mu_
   int64_t queued_examples_ = 0;  // guarded by mu_
   bool stopping_ = false;        // guarded by mu_
   std::vector<std::thread> threads_;

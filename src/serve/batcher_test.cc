@@ -95,15 +95,16 @@ TEST(BatcherTest, AFullQueueIsUnavailableAtOnce) {
 
 TEST(BatcherTest, AModelErrorReachesEveryTaskOfTheBatch) {
   BatchingParameters p{4, /*batch_timeout_micros=*/200000, 1, 10};
-  Batcher batcher(
-      p, [](const Tensor&) -> StatusOr<Tensor> { return InvalidArgumentError("bad input"); });
+  Batcher batcher(p, [](const Tensor&) -> StatusOr<Tensor> {
+    return InvalidArgumentError("bad input");
+  });
   std::promise<Status> a, b;
-  ASSERT_TRUE(
-      batcher.Submit(Rows({1, 2}), [&](StatusOr<Tensor> o, auto) { a.set_value(o.status()); })
-          .ok());
-  ASSERT_TRUE(
-      batcher.Submit(Rows({3, 4}), [&](StatusOr<Tensor> o, auto) { b.set_value(o.status()); })
-          .ok());
+  ASSERT_TRUE(batcher.Submit(Rows({1, 2}), [&](StatusOr<Tensor> o, auto) {
+    a.set_value(o.status());
+  }).ok());
+  ASSERT_TRUE(batcher.Submit(Rows({3, 4}), [&](StatusOr<Tensor> o, auto) {
+    b.set_value(o.status());
+  }).ok());
   EXPECT_EQ(a.get_future().get().message(), "bad input");
   EXPECT_EQ(b.get_future().get().message(), "bad input");
 }

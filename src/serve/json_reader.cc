@@ -9,8 +9,8 @@ namespace tarn::serve {
 
 class JsonParser {
  public:
-  explicit JsonParser(std::string_view text)
-      : p_(text.data()), begin_(text.data()), end_(text.data() + text.size()) {}
+  explicit JsonParser(std::string_view text) : p_(text.data()), begin_(text.data()),
+                                                end_(text.data() + text.size()) {}
 
   StatusOr<Json> ParseDocument() {
     Json v;
@@ -40,7 +40,8 @@ class JsonParser {
   }
 
   bool Literal(std::string_view word) {
-    if (static_cast<size_t>(end_ - p_) < word.size() || std::string_view(p_, word.size()) != word) {
+    if (static_cast<size_t>(end_ - p_) < word.size() ||
+        std::string_view(p_, word.size()) != word) {
       return Fail("unknown literal");
     }
     p_ += word.size();
@@ -50,10 +51,8 @@ class JsonParser {
   bool ParseValue(Json& v, int depth) {
     if (p_ == end_) return Fail("unexpected end");
     switch (*p_) {
-      case '{':
-        return ParseObject(v, depth + 1);
-      case '[':
-        return ParseArray(v, depth + 1);
+      case '{': return ParseObject(v, depth + 1);
+      case '[': return ParseArray(v, depth + 1);
       case '"':
         v.type_ = Json::Type::kString;
         return ParseString(v.string_);
@@ -225,30 +224,14 @@ class JsonParser {
       if (p_ == end_) return Fail("unterminated string");
       const char e = *p_++;
       switch (e) {
-        case '"':
-          out.push_back('"');
-          break;
-        case '\\':
-          out.push_back('\\');
-          break;
-        case '/':
-          out.push_back('/');
-          break;
-        case 'b':
-          out.push_back('\b');
-          break;
-        case 'f':
-          out.push_back('\f');
-          break;
-        case 'n':
-          out.push_back('\n');
-          break;
-        case 'r':
-          out.push_back('\r');
-          break;
-        case 't':
-          out.push_back('\t');
-          break;
+        case '"': out.push_back('"'); break;
+        case '\\': out.push_back('\\'); break;
+        case '/': out.push_back('/'); break;
+        case 'b': out.push_back('\b'); break;
+        case 'f': out.push_back('\f'); break;
+        case 'n': out.push_back('\n'); break;
+        case 'r': out.push_back('\r'); break;
+        case 't': out.push_back('\t'); break;
         case 'u': {
           uint32_t code;
           if (!Hex4(code)) return false;
@@ -355,15 +338,9 @@ void DumpString(std::string& out, const std::string& s) {
 
 void Dump(std::string& out, const Json& v) {
   switch (v.type()) {
-    case Json::Type::kNull:
-      out += "null";
-      return;
-    case Json::Type::kBool:
-      out += v.boolean() ? "true" : "false";
-      return;
-    case Json::Type::kInteger:
-      out += std::to_string(v.integer());
-      return;
+    case Json::Type::kNull: out += "null"; return;
+    case Json::Type::kBool: out += v.boolean() ? "true" : "false"; return;
+    case Json::Type::kInteger: out += std::to_string(v.integer()); return;
     case Json::Type::kFloat: {
       if (!std::isfinite(v.number())) {
         out += "null";
@@ -374,9 +351,7 @@ void Dump(std::string& out, const Json& v) {
       out.append(buf, ec == std::errc() ? end : buf);
       return;
     }
-    case Json::Type::kString:
-      DumpString(out, v.str());
-      return;
+    case Json::Type::kString: DumpString(out, v.str()); return;
     case Json::Type::kArray:
       out.push_back('[');
       for (size_t i = 0; i < v.size(); ++i) {

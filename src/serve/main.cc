@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   int rest_api_port = 8501, grpc_port = 0, rest_api_num_threads = 1;
   int64_t rest_api_timeout_in_ms = 30000, max_body_bytes = 16 << 20;
   std::string host = std::getenv("TARN_IP") ? std::getenv("TARN_IP") : "0.0.0.0";
-  std::string model_name = "default", model_base_path, model_config_file, batching_parameters_file;
+  std::string model_name = "default", model_base_path, model_config_file,
+              batching_parameters_file;
   double poll_seconds = 1;
   bool enable_batching = false;
   int intra_op = 0;
@@ -109,15 +110,13 @@ int main(int argc, char** argv) {
     auto parsed = ParseBatchingParameters(*text, batching_parameters_file);
     if (!parsed.ok()) return Fail(parsed.status().message());
     batching = *parsed;
-    if (!enable_batching)
-      Log("--batching_parameters_file given without --enable_batching: "
-          "requests run one at a time");
+    if (!enable_batching) Log("--batching_parameters_file given without --enable_batching: "
+                              "requests run one at a time");
   }
   if (grpc_port != 0) Log("gRPC is not served; --port " + std::to_string(grpc_port) + " ignored");
   // Batch threads x intra-op threads <= cores: more would only make them fight.
   if (intra_op == 0) {
-    intra_op =
-        std::max<int>(1, tarn::InstanceCores() / static_cast<int>(batching.num_batch_threads));
+    intra_op = std::max<int>(1, tarn::InstanceCores() / static_cast<int>(batching.num_batch_threads));
   }
   SetTorchThreads(intra_op);
 
@@ -146,10 +145,10 @@ int main(int argc, char** argv) {
   // connection and each write.
   const std::chrono::milliseconds timeout(rest_api_timeout_in_ms);
   ho.header_timeout = ho.body_timeout = ho.idle_timeout = ho.write_timeout = timeout;
-  auto server =
-      tarn::http::Server::Create(ho, [&api](tarn::http::Request r, tarn::http::Responder respond) {
-        api.Handle(std::move(r), std::move(respond));
-      });
+  auto server = tarn::http::Server::Create(ho, [&api](tarn::http::Request r,
+                                                      tarn::http::Responder respond) {
+    api.Handle(std::move(r), std::move(respond));
+  });
   if (!server.ok()) return Fail(server.status().message());
 
   struct sigaction sa {};
@@ -159,11 +158,11 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   (*server)->Start();
   Log("serving on " + host + ":" + std::to_string((*server)->port()) + " (batching " +
-      (enable_batching
-           ? "on: max_batch_size " + std::to_string(batching.max_batch_size) +
-                 ", batch_timeout_micros " + std::to_string(batching.batch_timeout_micros) +
-                 ", num_batch_threads " + std::to_string(batching.num_batch_threads)
-           : std::string("off")) +
+      (enable_batching ? "on: max_batch_size " + std::to_string(batching.max_batch_size) +
+                             ", batch_timeout_micros " +
+                             std::to_string(batching.batch_timeout_micros) +
+                             ", num_batch_threads " + std::to_string(batching.num_batch_threads)
+                       : std::string("off")) +
       ", " + std::to_string(intra_op) + " intra-op threads)");
   while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   Log("stopping: draining connections");

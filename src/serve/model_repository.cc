@@ -29,22 +29,18 @@ constexpr size_t kEndedKept = 20;  // unloaded versions kept in the status, per 
 
 std::string_view VersionStateName(VersionState s) {
   switch (s) {
-    case VersionState::kStart:
-      return "START";
-    case VersionState::kLoading:
-      return "LOADING";
-    case VersionState::kAvailable:
-      return "AVAILABLE";
-    case VersionState::kUnloading:
-      return "UNLOADING";
-    case VersionState::kEnd:
-      return "END";
+    case VersionState::kStart: return "START";
+    case VersionState::kLoading: return "LOADING";
+    case VersionState::kAvailable: return "AVAILABLE";
+    case VersionState::kUnloading: return "UNLOADING";
+    case VersionState::kEnd: return "END";
   }
   return "UNKNOWN";
 }
 
 LoadedVersion::LoadedVersion(std::string model, int64_t version, ModelMeta meta,
-                             std::unique_ptr<Servable> servable, const BatchingParameters& batching,
+                             std::unique_ptr<Servable> servable,
+                             const BatchingParameters& batching,
                              std::function<void(const BatchStats&)> on_batch)
     : model_(std::move(model)),
       version_(version),
@@ -57,10 +53,10 @@ LoadedVersion::LoadedVersion(std::string model, int64_t version, ModelMeta meta,
 void LoadedVersion::Predict(Tensor input, Batcher::Done done) {
   // Submit only consumes `done` when it accepts the task.
   auto shared = std::make_shared<Batcher::Done>(std::move(done));
-  Status s = batcher_.Submit(std::move(input),
-                             [shared](StatusOr<Tensor> out, std::chrono::nanoseconds queued) {
-                               (*shared)(std::move(out), queued);
-                             });
+  Status s = batcher_.Submit(std::move(input), [shared](StatusOr<Tensor> out,
+                                                        std::chrono::nanoseconds queued) {
+    (*shared)(std::move(out), queued);
+  });
   if (!s.ok()) (*shared)(s, std::chrono::nanoseconds(0));
 }
 

@@ -83,7 +83,7 @@ class ModelRepository {
     BatchingParameters batching;
     ServableLoader loader;
     std::chrono::milliseconds poll_interval{1000};  // <= 0: no thread; call PollOnce()
-    std::function<void(const std::string&)> log;    // one line per state change
+    std::function<void(const std::string&)> log;   // one line per state change
     std::function<void(const std::string& model, const BatchStats&)> on_batch;
   };
 

@@ -71,8 +71,9 @@ class ModelRepositoryTest : public ::testing::Test {
     Tensor in;
     in.shape = {1, 2};
     in.data = {1, 1};
-    (*v)->Predict(
-        in, [&](StatusOr<Tensor> out, auto) { answer.set_value(out.ok() ? out->data[0] : -2); });
+    (*v)->Predict(in, [&](StatusOr<Tensor> out, auto) {
+      answer.set_value(out.ok() ? out->data[0] : -2);
+    });
     return answer.get_future().get();
   }
 

@@ -54,7 +54,8 @@ Status Flatten(const Json& v, int depth, Scale scale, std::vector<int64_t>& shap
     return InvalidArgumentError(where + ": " + v.dump().substr(0, 40) + " is not a number");
   }
   if (static_cast<int64_t>(out.size()) >= kMaxElements) {
-    return InvalidArgumentError(where + ": more than " + std::to_string(kMaxElements) + " numbers");
+    return InvalidArgumentError(where + ": more than " + std::to_string(kMaxElements) +
+                                " numbers");
   }
   if (scale == Scale::kPixels) {
     if (!v.is_number_integer() || v.integer() < 0 || v.integer() > 255) {
@@ -96,16 +97,17 @@ Status DecodeBinary(const Json& v, const ModelMeta& meta, std::vector<float>& ou
                     const std::string& where) {
   const Json& text = *v.find("b64");
   if (!text.is_string()) return InvalidArgumentError(where + ".b64: not a string");
-  if (meta.input_shape.size() != 3 || (meta.input_shape[0] != 1 && meta.input_shape[0] != 3)) {
+  if (meta.input_shape.size() != 3 ||
+      (meta.input_shape[0] != 1 && meta.input_shape[0] != 3)) {
     return InvalidArgumentError(where +
                                 ": binary (b64) inputs need a model whose meta.json gives an "
                                 "image input_shape [1 or 3, H, W]");
   }
   auto bytes = Base64Decode(text.str());
   if (!bytes.ok()) return InvalidArgumentError(where + ".b64: " + bytes.status().message());
-  auto pixels =
-      DecodeImage(*bytes, static_cast<int>(meta.input_shape[0]),
-                  static_cast<int>(meta.input_shape[1]), static_cast<int>(meta.input_shape[2]));
+  auto pixels = DecodeImage(*bytes, static_cast<int>(meta.input_shape[0]),
+                            static_cast<int>(meta.input_shape[1]),
+                            static_cast<int>(meta.input_shape[2]));
   if (!pixels.ok()) return InvalidArgumentError(where + ": " + pixels.status().message());
   out.insert(out.end(), pixels->begin(), pixels->end());
   return OkStatus();
@@ -115,8 +117,8 @@ Status DecodeBinary(const Json& v, const ModelMeta& meta, std::vector<float>& ou
 Status AddExample(const Json& v, const ModelMeta& meta, Tensor& batch, const std::string& where) {
   if (IsBinary(v)) {
     RETURN_IF_ERROR(DecodeBinary(v, meta, batch.data, where));
-    if (batch.shape.empty())
-      batch.shape = {0, meta.input_shape[0], meta.input_shape[1], meta.input_shape[2]};
+    if (batch.shape.empty()) batch.shape = {0, meta.input_shape[0], meta.input_shape[1],
+                                            meta.input_shape[2]};
     if (!SameShape(batch.shape, meta.input_shape, 1)) {
       return InvalidArgumentError(where + ": an image among examples of shape " +
                                   ShapeString({batch.shape.begin() + 1, batch.shape.end()}));
@@ -316,9 +318,8 @@ StatusOr<PredictRequest> ParseInferRequest(std::string_view body, const ModelMet
   if (!in.find("name")->is_string()) return InvalidArgumentError("inputs[0].name: not a string");
   const Json& shape = *in.find("shape");
   if (!shape.is_array() || shape.size() < 2 || shape.size() > 5) {
-    return InvalidArgumentError(
-        "inputs[0].shape: must list the batch size and the example's "
-        "dimensions, e.g. [1, 1, 28, 28]");
+    return InvalidArgumentError("inputs[0].shape: must list the batch size and the example's "
+                                "dimensions, e.g. [1, 1, 28, 28]");
   }
   std::vector<int64_t> dims;
   int64_t elements = 1;
@@ -348,7 +349,8 @@ StatusOr<PredictRequest> ParseInferRequest(std::string_view body, const ModelMet
                                 " is not supported (FP32, or UINT8/INT64 pixel values 0-255)");
   }
   std::vector<int64_t> data_shape;
-  RETURN_IF_ERROR(Flatten(*in.find("data"), 0, scale, data_shape, r.input.data, "inputs[0].data"));
+  RETURN_IF_ERROR(
+      Flatten(*in.find("data"), 0, scale, data_shape, r.input.data, "inputs[0].data"));
   if (static_cast<int64_t>(r.input.data.size()) != elements) {
     return InvalidArgumentError("inputs[0].data: " + std::to_string(r.input.data.size()) +
                                 " values for shape " + ShapeString(dims) + " (" +

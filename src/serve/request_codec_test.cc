@@ -42,8 +42,8 @@ std::string GreyPng(int side, uint8_t value) {
 }
 
 TEST(PredictRequestTest, RowFormatTakesExamplesInTheModelsShapeOrWithoutTheChannel) {
-  json body = {{"instances",
-                {Example(0.5f, true), Example(0.25f, false), json{{"x", Example(1.0f, true)}}}}};
+  json body = {{"instances", {Example(0.5f, true), Example(0.25f, false),
+                              json{{"x", Example(1.0f, true)}}}}};
   auto r = ParsePredictRequest(body.dump(), Image28());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_FALSE(r->columnar);
@@ -81,8 +81,8 @@ TEST(PredictRequestTest, ImagesAreDecodedAndFitted) {
 }
 
 TEST(PredictRequestTest, TopKNamesTheLabels) {
-  auto r =
-      ParsePredictRequest(json{{"instances", {Example(0, true)}}, {"top_k", 2}}.dump(), Image28());
+  auto r = ParsePredictRequest(json{{"instances", {Example(0, true)}}, {"top_k", 2}}.dump(),
+                               Image28());
   ASSERT_TRUE(r.ok());
   Tensor out{{1, 3}, {0.0f, 2.0f, 1.0f}};
   json answer = json::parse(FormatPredictResponse(out, *r, Image28()));
@@ -127,10 +127,9 @@ TEST(PredictRequestTest, BadBodiesNameWhatIsWrong) {
 
 TEST(InferRequestTest, TakesFlatOrNestedDataAndScalesIntegerPixels) {
   std::vector<float> flat(2 * 784, 0.5f);
-  json body = {
-      {"id", "r1"},
-      {"inputs",
-       {{{"name", "x"}, {"shape", {2, 1, 28, 28}}, {"datatype", "FP32"}, {"data", flat}}}}};
+  json body = {{"id", "r1"},
+               {"inputs",
+                {{{"name", "x"}, {"shape", {2, 1, 28, 28}}, {"datatype", "FP32"}, {"data", flat}}}}};
   auto r = ParseInferRequest(body.dump(), Image28());
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->input.shape, (std::vector<int64_t>{2, 1, 28, 28}));
@@ -155,8 +154,8 @@ TEST(InferRequestTest, TakesFlatOrNestedDataAndScalesIntegerPixels) {
 
 TEST(InferRequestTest, BadBodiesNameWhatIsWrong) {
   auto input = [](json shape, json datatype, json data) {
-    return json{
-        {"inputs", {{{"name", "x"}, {"shape", shape}, {"datatype", datatype}, {"data", data}}}}}
+    return json{{"inputs", {{{"name", "x"}, {"shape", shape}, {"datatype", datatype},
+                             {"data", data}}}}}
         .dump();
   };
   struct Case {

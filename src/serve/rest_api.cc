@@ -198,22 +198,21 @@ int64_t Classes(const ModelMeta& m) {
 
 json V1Metadata(const LoadedVersion& v) {
   const ModelMeta& m = v.meta();
-  const json input = {
-      {"dtype", "DT_FLOAT"},
-      {"tensor_shape", {{"dim", Dims(m.input_shape, 0)}, {"unknown_rank", m.input_shape.empty()}}},
-      {"name", "x"}};
+  const json input = {{"dtype", "DT_FLOAT"},
+                      {"tensor_shape",
+                       {{"dim", Dims(m.input_shape, 0)}, {"unknown_rank", m.input_shape.empty()}}},
+                      {"name", "x"}};
   const json output = {{"dtype", "DT_FLOAT"},
                        {"tensor_shape", {{"dim", Dims({}, Classes(m))}, {"unknown_rank", false}}},
                        {"name", "logits"}};
   json signature = {{"inputs", {{"x", input}}},
                     {"outputs", {{"logits", output}}},
                     {"method_name", "tensorflow/serving/predict"}};
-  return json{
-      {"model_spec",
-       {{"name", v.model()}, {"signature_name", ""}, {"version", std::to_string(v.version())}}},
-      {"metadata",
-       {{"signature_def", {{"signature_def", {{"serving_default", signature}}}}},
-        {"meta", m.raw}}}};
+  return json{{"model_spec",
+               {{"name", v.model()}, {"signature_name", ""}, {"version", std::to_string(v.version())}}},
+              {"metadata",
+               {{"signature_def", {{"signature_def", {{"serving_default", signature}}}}},
+                {"meta", m.raw}}}};
 }
 
 json V2Metadata(const LoadedVersion& v, const std::vector<VersionStatus>& versions) {
@@ -236,38 +235,23 @@ json V2Metadata(const LoadedVersion& v, const std::vector<VersionStatus>& versio
 
 int HttpStatusFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk:
-      return 200;
-    case StatusCode::kCancelled:
-      return 499;
-    case StatusCode::kInvalidArgument:
-      return 400;
-    case StatusCode::kDeadlineExceeded:
-      return 504;
-    case StatusCode::kNotFound:
-      return 404;
-    case StatusCode::kAlreadyExists:
-      return 409;
-    case StatusCode::kPermissionDenied:
-      return 403;
-    case StatusCode::kResourceExhausted:
-      return 429;
-    case StatusCode::kFailedPrecondition:
-      return 400;
-    case StatusCode::kAborted:
-      return 409;
-    case StatusCode::kOutOfRange:
-      return 400;
-    case StatusCode::kUnimplemented:
-      return 501;
-    case StatusCode::kUnavailable:
-      return 503;
-    case StatusCode::kUnauthenticated:
-      return 401;
+    case StatusCode::kOk: return 200;
+    case StatusCode::kCancelled: return 499;
+    case StatusCode::kInvalidArgument: return 400;
+    case StatusCode::kDeadlineExceeded: return 504;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kAlreadyExists: return 409;
+    case StatusCode::kPermissionDenied: return 403;
+    case StatusCode::kResourceExhausted: return 429;
+    case StatusCode::kFailedPrecondition: return 400;
+    case StatusCode::kAborted: return 409;
+    case StatusCode::kOutOfRange: return 400;
+    case StatusCode::kUnimplemented: return 501;
+    case StatusCode::kUnavailable: return 503;
+    case StatusCode::kUnauthenticated: return 401;
     case StatusCode::kUnknown:
     case StatusCode::kInternal:
-    case StatusCode::kDataLoss:
-      return 500;
+    case StatusCode::kDataLoss: return 500;
   }
   return 500;
 }

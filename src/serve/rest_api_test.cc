@@ -112,8 +112,8 @@ TEST_F(RestApiTest, TfServingStatusMetadataAndPredict) {
   auto [pcode, predicted] = Post("/v1/models/m:predict", R"({"instances": [[1, 2], [3, 4]]})");
   EXPECT_EQ(pcode, 200);
   EXPECT_EQ(predicted, json::parse(R"({"predictions": [[1, 2, 3], [3, 4, 7]]})"));
-  auto [lcode, labelled] =
-      Post("/v1/models/m/labels/stable:predict", R"({"inputs": [[1, 1]], "top_k": 1})");
+  auto [lcode, labelled] = Post("/v1/models/m/labels/stable:predict",
+                                R"({"inputs": [[1, 1]], "top_k": 1})");
   EXPECT_EQ(lcode, 200);
   EXPECT_EQ(labelled["outputs"], json::parse("[[1, 1, 2]]"));
   EXPECT_EQ(labelled["top_k"][0][0]["label"], "c");

@@ -248,11 +248,11 @@ StatusOr<std::vector<ModelConfig>> ParseModelConfigList(const std::string& text,
 StatusOr<BatchingParameters> ParseBatchingParameters(const std::string& text,
                                                      const std::string& source) {
   ASSIGN_OR_RETURN(json j, ParseObject(text, source));
-  RETURN_IF_ERROR(
-      CheckFields(j,
-                  {"max_batch_size", "batch_timeout_micros", "num_batch_threads",
-                   "max_enqueued_batches", "pad_variable_length_inputs", "allowed_batch_sizes"},
-                  source));
+  RETURN_IF_ERROR(CheckFields(j,
+                              {"max_batch_size", "batch_timeout_micros", "num_batch_threads",
+                               "max_enqueued_batches", "pad_variable_length_inputs",
+                               "allowed_batch_sizes"},
+                              source));
   BatchingParameters b;
   struct Limit {
     const char* name;
@@ -322,7 +322,7 @@ StatusOr<std::vector<int64_t>> ListVersions(const std::string& base_path) {
   std::filesystem::directory_iterator it(base_path, ec);
   if (ec) {
     return Status(ec == std::errc::no_such_file_or_directory ? StatusCode::kNotFound
-                                                             : StatusCode::kUnavailable,
+                                                              : StatusCode::kUnavailable,
                   base_path + ": cannot list: " + ec.message());
   }
   std::vector<int64_t> out;

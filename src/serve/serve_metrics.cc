@@ -31,7 +31,8 @@ void Histogram::Observe(double v) {
   sum_ += v;
 }
 
-void Histogram::Render(std::string& out, const std::string& name, const std::string& labels) const {
+void Histogram::Render(std::string& out, const std::string& name,
+                       const std::string& labels) const {
   std::lock_guard<std::mutex> lock(mu_);
   const std::string sep = labels.empty() ? "" : ",";
   uint64_t cumulative = 0;
@@ -109,8 +110,8 @@ std::string ServeMetrics::Render(const ModelRepository* repository) const {
     const char* label;
     const std::map<std::string, Histogram>* map;
   } histograms[] = {
-      {"tarn_serve_request_latency_seconds", "Time from a request's arrival to its answer.", "api",
-       &latency_},
+      {"tarn_serve_request_latency_seconds", "Time from a request's arrival to its answer.",
+       "api", &latency_},
       {"tarn_serve_queue_seconds", "Time a predict task waited for its batch.", "model", &queue_},
       {"tarn_serve_compute_seconds", "Time the model took for one batch.", "model", &compute_},
       {"tarn_serve_batch_size", "Examples per batch run.", "model", &batch_size_},

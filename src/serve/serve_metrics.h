@@ -47,9 +47,9 @@ class ServeMetrics {
 
   mutable std::mutex mu_;
   std::map<std::tuple<std::string, std::string, int>, uint64_t> requests_;  // guarded by mu_
-  std::map<std::string, Histogram> latency_;     // by api; guarded by mu_ (the map)
-  std::map<std::string, Histogram> queue_;       // by model
-  std::map<std::string, Histogram> compute_;     // by model
+  std::map<std::string, Histogram> latency_;   // by api; guarded by mu_ (the map)
+  std::map<std::string, Histogram> queue_;     // by model
+  std::map<std::string, Histogram> compute_;   // by model
   std::map<std::string, Histogram> batch_size_;  // by model
 };
 

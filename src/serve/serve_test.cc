@@ -148,7 +148,8 @@ TEST_F(ServeTest, BatchedPredictionsMatchPythonsTorchJitLoad) {
       httplib::Client client("127.0.0.1", port_);
       for (size_t i = c; i < images.size(); i += 8) {
         auto r = client.Post("/v1/models/fmnist:predict",
-                             json{{"instances", {Instance(images[i])}}}.dump(), "application/json");
+                             json{{"instances", {Instance(images[i])}}}.dump(),
+                             "application/json");
         if (!r || r->status != 200) {
           ++failures;
           continue;
@@ -190,9 +191,8 @@ TEST_F(ServeTest, BatchedPredictionsMatchPythonsTorchJitLoad) {
   // KServe v2 with UINT8 pixels answers the same logits for image 0.
   auto set = train::ReadImageSet(kData, "t10k");
   std::vector<int> pixels(set->pixels.begin(), set->pixels.begin() + 784);
-  json infer = {
-      {"inputs",
-       {{{"name", "x"}, {"shape", {1, 1, 28, 28}}, {"datatype", "UINT8"}, {"data", pixels}}}}};
+  json infer = {{"inputs",
+                 {{{"name", "x"}, {"shape", {1, 1, 28, 28}}, {"datatype", "UINT8"}, {"data", pixels}}}}};
   auto r = client_->Post("/v2/models/fmnist/infer", infer.dump(), "application/json");
   ASSERT_TRUE(r);
   ASSERT_EQ(r->status, 200) << r->body;
@@ -272,10 +272,9 @@ TEST_F(ServeTest, AFiftyMegabytePredictGets413WhileStillSending) {
   // A client that sends its whole body before it reads (no Expect: 100-continue), as most do.
   http::testing::RawClient c(port_);
   const std::string body(50u << 20, ' ');
-  ASSERT_TRUE(
-      c.Send("POST /v1/models/fmnist:predict HTTP/1.1\r\nHost: x\r\n"
-             "Content-Type: application/json\r\nContent-Length: " +
-             std::to_string(body.size()) + "\r\n\r\n"));
+  ASSERT_TRUE(c.Send("POST /v1/models/fmnist:predict HTTP/1.1\r\nHost: x\r\n"
+                     "Content-Type: application/json\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n"));
   EXPECT_TRUE(c.Send(body)) << "tarn-serve reset the connection while the body was sent";
   ::shutdown(c.fd(), SHUT_WR);
   const std::string answer = c.ReadAll(20s);

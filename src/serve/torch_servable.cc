@@ -1,8 +1,8 @@
 #include "serve/torch_servable.h"
 
-#include <ATen/Parallel.h>
 #include <torch/script.h>
 
+#include <ATen/Parallel.h>
 #include <cstring>
 
 namespace tarn::serve {
@@ -16,8 +16,8 @@ class TorchServable final : public Servable {
     try {
       c10::InferenceMode guard;
       // The request's buffer is read as is: from_blob makes no copy.
-      at::Tensor x =
-          torch::from_blob(const_cast<float*>(input.data.data()), input.shape, torch::kFloat32);
+      at::Tensor x = torch::from_blob(const_cast<float*>(input.data.data()), input.shape,
+                                      torch::kFloat32);
       at::Tensor y = module_.forward({x}).toTensor().to(torch::kFloat32).contiguous();
       Tensor out;
       out.shape.assign(y.sizes().begin(), y.sizes().end());
