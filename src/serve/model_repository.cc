@@ -293,6 +293,11 @@ StatusOr<std::shared_ptr<LoadedVersion>> ModelRepository::Find(const std::string
                                                                std::optional<int64_t> version,
                                                                const std::string& label) const {
   std::lock_guard<std::mutex> lock(mu_);
+  return FindLocked(model, version, label);
+}
+
+StatusOr<std::shared_ptr<LoadedVersion>> ModelRepository::FindLocked(
+    const std::string& model, std::optional<int64_t> version, const std::string& label) const {
   auto m = models_.find(model);
   if (m == models_.end()) {
     return NotFoundError("Servable not found for request: " + Describe(model, version, label) +

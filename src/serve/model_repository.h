@@ -162,6 +162,10 @@ class ModelRepository {
   void PollRollout(const std::string& name, const ModelConfig& config,
                    const std::vector<int64_t>& on_disk);
   void ForgetEnded(const std::string& name);
+  // Find's work, with mu_ held.
+  StatusOr<std::shared_ptr<LoadedVersion>> FindLocked(const std::string& model,
+                                                      std::optional<int64_t> version,
+                                                      const std::string& label) const;
   // The version a label names now; the rollout's stable and canary for a canary policy.
   static std::optional<int64_t> LabelVersion(const Model& m, const std::string& label);
   void SetState(const std::string& name, int64_t version, VersionState state,

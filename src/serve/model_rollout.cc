@@ -221,15 +221,15 @@ void ModelRepository::PollRollout(const std::string& name, const ModelConfig& co
 StatusOr<std::shared_ptr<LoadedVersion>> ModelRepository::Route(const std::string& model,
                                                                 std::optional<int64_t> version,
                                                                 const std::string& label) const {
+  std::lock_guard<std::mutex> lock(mu_);
   if (!version && label.empty()) {
-    std::lock_guard<std::mutex> lock(mu_);
     auto m = models_.find(model);
     if (m != models_.end() && m->second.canary && m->second.canary->TakeNext()) {
       auto v = m->second.versions.find(m->second.canary->version());
       if (v != m->second.versions.end() && v->second.loaded) return v->second.loaded;
     }
   }
-  return Find(model, version, label);
+  return FindLocked(model, version, label);
 }
 
 void ModelRepository::Record(const LoadedVersion& v, bool failed) const {
