@@ -197,6 +197,11 @@ StatusOr<int64_t> Manager::Flex(const std::string& user, const std::string& name
   if (c == nullptr) {
     return NotFoundError("assembly " + name + " has no component " + component);
   }
+  if (a->upgrade) {
+    return FailedPreconditionError("assembly " + name + " is upgrading to version " +
+                                   a->upgrade->to_version + " (" + a->upgrade->state +
+                                   "): flex it once the upgrade is finalized or cancelled");
+  }
   // A finished assembly starts nothing: a new count stored now would say what never runs.
   // (A STOPPED one takes it: its next start starts that many.)
   if (a->rec.state == kFailed || a->rec.state == kSucceeded) {
@@ -283,7 +288,7 @@ void Manager::HandleOne(const BackendEvent& e) {
   if (e.container_id != i.rec.container_id) return;  // news of an older start
   Impl::Comp* c = d.FindComp(a, i.ref.component);
   if (c == nullptr) return;
-  const spec::Component& cs = d.CompSpec(a, *c);
+  const spec::Component& cs = d.CompSpecOf(a, i);
   switch (e.kind) {
     case BackendEvent::Kind::kStarted:
       if (i.phase != Impl::Phase::kStarting && i.phase != Impl::Phase::kStopping) break;
@@ -388,10 +393,12 @@ std::optional<Clock::TimePoint> Manager::NextDeadline() const {
                std::chrono::milliseconds(std::max<int64_t>(0, a.rec.lifetime_deadline_ms - wall)));
     }
     if (std::optional<Clock::TimePoint> t = d.NextAutoscale(a)) consider(*t);
+    if (std::optional<Clock::TimePoint> t = d.NextUpgradeDeadline(a)) consider(*t);
     for (const Impl::Comp& c : a.comps) {
-      const spec::Component& cs = d.CompSpec(a, c);
-      bool probes = cs.readiness_check && cs.readiness_check->type != spec::ReadinessType::kDefault;
       for (const auto& [idx, i] : c.instances) {
+        const spec::Component& cs = d.CompSpecOf(a, i);
+        bool probes =
+            cs.readiness_check && cs.readiness_check->type != spec::ReadinessType::kDefault;
         if (i.phase == Impl::Phase::kBackoff) consider(i.restart_at);
         if (i.phase == Impl::Phase::kStopping) consider(i.stop_deadline);
         if (!i.stop_after.empty()) consider(i.stop_after_deadline);

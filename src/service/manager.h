@@ -56,6 +56,7 @@ struct InstanceStatus {
   int64_t restarts = 0;
   std::string last_exit;    // how the last run ended, "" before any
   int64_t launch_time = 0;  // ms since the epoch of the current start; 0 when not started
+  std::string version;      // the spec version it runs (the assembly's `version`)
 };
 
 struct ComponentStatus {
@@ -73,6 +74,8 @@ struct AssemblyStatus {
   std::string state;  // ACCEPTED, STARTED, STABLE, FLEX, STOPPED, SUCCEEDED, FAILED
   std::string diagnostics;
   std::string spec_json;  // the assembly as accepted, with flexes applied
+  std::string version;    // its spec's `version`
+  std::string upgrade_version;  // the version an upgrade in progress brings; "" when none
   std::string queue;
   int priority = 0;  // tarn.priority, else the queue's default; capped by the queue's maximum
   int64_t created_ms = 0;
@@ -169,6 +172,30 @@ class Manager {
                          const std::string& component, int64_t count);
   // Seconds from now until the assembly is destroyed; -1 for unlimited.
   Status SetLifetime(const std::string& user, const std::string& name, int64_t seconds);
+
+  // ---- Upgrades (YARN's; docs/upgrades.md) ----
+  // An upgraded instance is stopped (with its grace period) and started again with the new
+  // spec under its name and index; its readiness gates the next one, at most
+  // tarn.upgrade.max_unavailable of a component down at once; one not READY within
+  // tarn.upgrade.progress_deadline_secs stops the upgrade (FAILED_UPGRADE).
+  enum class UpgradeMode {
+    kManual,        // UPGRADING: instances NEEDS_UPGRADE until asked; finalized on request
+    kAutoFinalize,  // UPGRADING_AUTO_FINALIZE: finalized once every instance is upgraded
+    kExpress,       // EXPRESS_UPGRADING: every instance, components in dependency order
+  };
+  // `assembly` (validated by the caller) names a new `version`; it keeps the components,
+  // queue, priority and tf roles; the running counts and lifetime stay.
+  Status InitiateUpgrade(const std::string& user, const spec::Assembly& assembly,
+                         const std::string& spec_json, UpgradeMode mode);
+  // Asks for the named instances (worker-0), or every instance of the named components.
+  Status UpgradeInstances(const std::string& user, const std::string& name,
+                          const std::vector<std::string>& instances);
+  Status UpgradeComponents(const std::string& user, const std::string& name,
+                           const std::vector<std::string>& components);
+  // Every instance upgraded: the new spec becomes the assembly's (STABLE again).
+  Status FinalizeUpgrade(const std::string& user, const std::string& name);
+  // CANCEL_UPGRADING: the upgraded instances go back to the old spec the same way.
+  Status CancelUpgrade(const std::string& user, const std::string& name);
 
   // ---- Inputs from the backend and the clock ----
 

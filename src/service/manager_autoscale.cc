@@ -23,8 +23,8 @@ bool Steady(const Manager::Impl::Comp& c) {
 
 void Manager::Impl::Autoscale(Asm& a) {
   if (a.rec.desired_state != kDesiredStarted || a.rec.state == kFailed ||
-      a.rec.state == kSucceeded) {
-    return;
+      a.rec.state == kSucceeded || a.upgrade) {
+    return;  // an upgrade keeps the counts: autoscaling goes on once it is over
   }
   const Clock::TimePoint now = clock.Now();
   for (Comp& c : a.comps) {

@@ -90,23 +90,24 @@ void Manager::Impl::BuildComps(Asm& a) {
   for (size_t k = 0; k < a.spec.components.size(); ++k) {
     Comp c;
     c.spec_index = k;
-    RestartOptions defaults = options.restart;
-    RestartOptions from =
-        RestartOptions::FromProperties(a.spec.components[k].configuration.properties);
-    c.options = from;
-    // Defaults the server's configuration changed and the component did not.
-    const RestartOptions builtin;
-    if (from.initial_backoff == builtin.initial_backoff)
-      c.options.initial_backoff = defaults.initial_backoff;
-    if (from.max_backoff == builtin.max_backoff) c.options.max_backoff = defaults.max_backoff;
-    if (from.healthy_reset == builtin.healthy_reset)
-      c.options.healthy_reset = defaults.healthy_reset;
+    c.options = OptionsFor(a.spec.components[k]);
     c.failures = std::make_unique<ComponentFailures>(c.options, clock);
     if (const auto& scale = a.spec.components[k].autoscale) {
       c.autoscaler = std::make_unique<Autoscaler>(*scale, clock);
     }
     a.comps.push_back(std::move(c));
   }
+}
+
+RestartOptions Manager::Impl::OptionsFor(const spec::Component& cs) const {
+  RestartOptions out = RestartOptions::FromProperties(cs.configuration.properties);
+  // Defaults the server's configuration changed and the component did not.
+  const RestartOptions builtin;
+  if (out.initial_backoff == builtin.initial_backoff)
+    out.initial_backoff = options.restart.initial_backoff;
+  if (out.max_backoff == builtin.max_backoff) out.max_backoff = options.restart.max_backoff;
+  if (out.healthy_reset == builtin.healthy_reset) out.healthy_reset = options.restart.healthy_reset;
+  return out;
 }
 
 Manager::Impl::Inst& Manager::Impl::NewInstance(Asm& a, Comp& c, int64_t index) {
@@ -119,6 +120,7 @@ Manager::Impl::Inst& Manager::Impl::NewInstance(Asm& a, Comp& c, int64_t index) 
   inst.rec.component = cs.name;
   inst.rec.index = index;
   inst.rec.state = kPending;
+  inst.rec.version = a.spec.version;
   inst.restarts = std::make_unique<InstanceRestarts>(cs.restart_policy, c.options, clock);
   auto [it, inserted] = c.instances.emplace(index, std::move(inst));
   by_key[it->second.ref.Key()] = {&a, &it->second};
@@ -251,15 +253,14 @@ void Manager::Impl::Launch(Asm& a, Inst& i) {
   MarkDirty(a, i);
   AddEvent(a, i.ref.component, i.ref.instance, "LAUNCH",
            i.rec.container_id + OnNode(i.placement.node));
-  std::string user = a.rec.user, name = a.rec.name;
   InstanceRef ref = i.ref;
   Placement placement = i.placement;
   std::string id = i.rec.container_id;
-  actions.push_back([this, user, name, ref, placement, id] {
+  actions.push_back([this, ref, placement, id] {
     CrashPoint("launch-committed");
-    auto it = assemblies.find(AsmKey(user, name));
-    if (it == assemblies.end()) return;
-    backend.Launch(it->second.spec, ref, placement, id);
+    auto it = by_key.find(ref.Key());
+    if (it == by_key.end()) return;
+    backend.Launch(SpecOf(*it->second.first, *it->second.second), ref, placement, id);
   });
 }
 
@@ -352,7 +353,7 @@ void Manager::Impl::Reconcile(Asm& a) {
     }
   }
   if (!gang.empty()) {
-    Status s = backend.RequestPlacement(a.spec, gang, /*gang=*/true);
+    Status s = RequestPlacements(a, gang, /*gang=*/true);
     for (const InstanceRef& r : gang) {
       Inst& i = *by_key.at(r.Key()).second;
       if (s.ok()) {
@@ -390,7 +391,7 @@ void Manager::Impl::Reconcile(Asm& a) {
       }
     }
     if (!singles.empty()) {
-      Status s = backend.RequestPlacement(a.spec, singles, /*gang=*/false);
+      Status s = RequestPlacements(a, singles, /*gang=*/false);
       for (const InstanceRef& r : singles) {
         Inst& i = *by_key.at(r.Key()).second;
         if (s.ok()) {
@@ -474,6 +475,10 @@ void Manager::Impl::UpdateStates(Asm& a) {
       a.rec.state = "ACCEPTED";
     }
   }
+  if (a.upgrade && a.rec.desired_state == kDesiredStarted && a.rec.state != kFailed &&
+      a.rec.state != kSucceeded) {
+    a.rec.state = a.upgrade->state;  // YARN's: the upgrade's state is the service's
+  }
   if (a.rec.state != before) {
     dirty_assemblies.insert(AsmKey(a.rec.user, a.rec.name));
     if (a.rec.state != kFailed && a.rec.state != kSucceeded) {
@@ -492,8 +497,8 @@ void Manager::Impl::Step() {
       expired.push_back(key);
     }
     for (Comp& c : a.comps) {
-      const spec::Component& cs = CompSpec(a, c);
       for (auto& [idx, i] : c.instances) {
+        const spec::Component& cs = CompSpecOf(a, i);
         if (i.phase == Phase::kBackoff && now >= i.restart_at) {
           i.phase = i.has_placement ? Phase::kPlaced : Phase::kWaiting;
           i.diagnostics = "restarting";
@@ -505,10 +510,11 @@ void Manager::Impl::Step() {
           InstanceRef ref = i.ref;
           std::string id = i.rec.container_id;
           spec::ReadinessCheck check = *cs.readiness_check;
-          std::string akey = key;
-          actions.push_back([this, akey, ref, id, check] {
-            auto it = assemblies.find(akey);
-            if (it != assemblies.end()) backend.Probe(it->second.spec, ref, id, check);
+          actions.push_back([this, ref, id, check] {
+            auto it = by_key.find(ref.Key());
+            if (it != by_key.end()) {
+              backend.Probe(SpecOf(*it->second.first, *it->second.second), ref, id, check);
+            }
           });
         }
         if (i.phase == Phase::kStopping && now >= i.stop_deadline) {
@@ -528,6 +534,7 @@ void Manager::Impl::Step() {
     dirty_assemblies.insert(key);
   }
   for (auto& [key, a] : assemblies) Autoscale(a);
+  for (auto& [key, a] : assemblies) RollUpgrade(a);
   // Reconcile (which asks for placements), place, and reconcile again (which launches
   // what was placed).
   for (auto& [key, a] : assemblies) Reconcile(a);
@@ -547,8 +554,8 @@ void Manager::Impl::PublishNames() {
   if (options.registry == nullptr) return;
   for (auto& [key, a] : assemblies) {
     for (Comp& c : a.comps) {
-      const spec::Component& cs = CompSpec(a, c);
       for (auto& [idx, i] : c.instances) {
+        const spec::Component& cs = CompSpecOf(a, i);
         const std::string ip = AddressOf(i);
         const bool named = i.has_placement && i.phase != Phase::kDone && !ip.empty();
         if (!named) {
@@ -691,6 +698,7 @@ Status Manager::Impl::Load() {
       return DataLossError("assembly " + rec.user + "/" + rec.name + ": stored spec: " + e.what());
     }
     ASSIGN_OR_RETURN(a.spec, ParseSpec(rec.user, a.spec_json));
+    RETURN_IF_ERROR(LoadUpgrade(a));
     std::string key = AsmKey(rec.user, rec.name);
     auto [it, inserted] = assemblies.emplace(key, std::move(a));
     Asm& as = it->second;
@@ -707,6 +715,7 @@ Status Manager::Impl::Load() {
       Inst& i = NewInstance(as, *c, ir.index);
       dirty.erase({key, i.ref.instance});
       i.rec = ir;
+      if (i.rec.version.empty()) i.rec.version = as.spec.version;  // stored before upgrades
       // The restart count survives a server restart; the backoff starts over.
       // A backend that picks the node at launch (Slurm) records none before kStarted.
       const bool has_container = !ir.container_id.empty();
@@ -720,7 +729,7 @@ Status Manager::Impl::Load() {
         continue;
       }
       i.placement = {ir.node, GpusFromJson(ir.gpus_json), ir.ip};
-      Status placed = backend.RestorePlacement(as.spec, i.ref, i.placement);
+      Status placed = backend.RestorePlacement(SpecOf(as, i), i.ref, i.placement);
       if (!placed.ok()) {
         // Its place is gone (the node inventory changed): find a new one after it is
         // stopped or found dead.
@@ -740,9 +749,11 @@ Status Manager::Impl::Load() {
       i.diagnostics = "recovering after a server restart";
       InstanceRef ref = i.ref;
       std::string id = ir.container_id;
-      actions.push_back([this, key, ref, id] {
-        auto it2 = assemblies.find(key);
-        if (it2 != assemblies.end()) backend.Recover(it2->second.spec, ref, id);
+      actions.push_back([this, ref, id] {
+        auto it2 = by_key.find(ref.Key());
+        if (it2 != by_key.end()) {
+          backend.Recover(SpecOf(*it2->second.first, *it2->second.second), ref, id);
+        }
       });
     }
     AddEvent(as, "", "", "RECOVERED", "loaded from the store after a server start");

@@ -5,7 +5,8 @@
 //                      and loading from the store;
 //   manager_views.cc   the read-only views (status, events, instances);
 //   manager_preemption.cc  stops in gang order, and preemption carried out;
-//   manager_autoscale.cc   the autoscaled components' decisions carried out.
+//   manager_autoscale.cc   the autoscaled components' decisions carried out;
+//   manager_upgrade.cc     upgrades: YARN's calls, and the roll through the instances.
 #pragma once
 
 #include <deque>
@@ -35,6 +36,17 @@ inline constexpr char kBackoff[] = "BACKOFF";
 inline constexpr char kStopped[] = "STOPPED";
 inline constexpr char kSucceeded[] = "SUCCEEDED";
 inline constexpr char kFailed[] = "FAILED";
+
+// An instance's upgrade_state (YARN's container states during an upgrade), stored.
+inline constexpr char kNeedsUpgrade[] = "NEEDS_UPGRADE";    // runs the old spec; not asked yet
+inline constexpr char kUpgrading[] = "UPGRADING";           // asked: waits its turn, or rolls
+inline constexpr char kFailedUpgrade[] = "FAILED_UPGRADE";  // not READY within the deadline
+
+// The service states of an upgrade (YARN's).
+inline constexpr char kUpgradeManual[] = "UPGRADING";
+inline constexpr char kUpgradeAuto[] = "UPGRADING_AUTO_FINALIZE";
+inline constexpr char kUpgradeExpress[] = "EXPRESS_UPGRADING";
+inline constexpr char kUpgradeCancel[] = "CANCEL_UPGRADING";
 
 // desired_state values in the store.
 inline constexpr char kDesiredStarted[] = "STARTED";
@@ -80,6 +92,10 @@ struct Manager::Impl {
     // at stop_after_deadline (AskStopInOrder); `stop_after` says why it stops.
     std::string stop_after;
     Clock::TimePoint stop_after_deadline{};
+    // Upgrading (rec.upgrade_state, rec.version): stopped to start again with the upgrade's
+    // target spec; READY by upgrade_deadline, or the upgrade fails.
+    bool upgrade_stop = false;
+    std::optional<Clock::TimePoint> upgrade_deadline;
   };
 
   struct Comp {
@@ -93,6 +109,17 @@ struct Manager::Impl {
     Clock::TimePoint next_autoscale{};
   };
 
+  // An upgrade in progress (rec.upgrade_json): instances whose rec.version is to_version run
+  // `spec`, the others the assembly's.
+  struct Upgrade {
+    std::string state;  // kUpgradeManual, kUpgradeAuto, kUpgradeExpress, kUpgradeCancel
+    std::string from_version;
+    std::string to_version;
+    spec::Assembly spec;
+    nlohmann::json spec_json;
+    std::string failed;  // why it stopped rolling; "" while it goes on
+  };
+
   struct Asm {
     store::AssemblyRecord rec;
     spec::Assembly spec;
@@ -104,6 +131,7 @@ struct Manager::Impl {
     bool gang_placed = false;               // the gang got its place since the last (re)start
     bool preempted = false;                 // since its last preemption, not yet placed again
     std::optional<std::string> hosts_sent;  // the names last given to backend.NamesChanged
+    std::optional<Upgrade> upgrade;
   };
 
   Options options;
@@ -138,6 +166,8 @@ struct Manager::Impl {
   void MarkDirty(Asm& a, const Inst& i);
   StatusOr<spec::Assembly> ParseSpec(const std::string& user, const json& spec_json) const;
   void BuildComps(Asm& a);
+  // The component's restart options: its yarn.service.* properties over the server's.
+  RestartOptions OptionsFor(const spec::Component& cs) const;
   Inst& NewInstance(Asm& a, Comp& c, int64_t index);
   Comp* FindComp(Asm& a, const std::string& name);
 
@@ -213,6 +243,31 @@ struct Manager::Impl {
   void Autoscale(Asm& a);
   // When the next decision is due; nullopt when none of its components autoscales.
   std::optional<Clock::TimePoint> NextAutoscale(const Asm& a) const;
+
+  // ---- Upgrades (manager_upgrade.cc) ----
+  // The spec the instance runs (or will run once started): the upgrade's for an instance on
+  // its target version, else the assembly's.
+  const spec::Assembly& SpecOf(const Asm& a, const Inst& i) const;
+  const spec::Component& CompSpecOf(const Asm& a, const Inst& i) const;
+  // The version the upgrade brings its instances to: the new one, or the old when cancelled.
+  std::string UpgradeTarget(const Asm& a) const;
+  // Asks the backend to place `refs`, each with the spec it will run; false (each says why)
+  // when the backend refused.
+  Status RequestPlacements(const Asm& a, const std::vector<InstanceRef>& refs, bool gang);
+  // An instance stopped for its upgrade has stopped: it starts next on the target version.
+  void UpgradeStopped(Asm& a, Inst& i);
+  // Rolls the upgrade on: instances READY on their target are done; the next ones stop;
+  // the deadline; auto-finalize and the end of a cancel.
+  void RollUpgrade(Asm& a);
+  void BeginUpgrade(Asm& a, Comp& c, Inst& i);
+  void FailUpgrade(Asm& a, Inst& i, const std::string& why);
+  // rec.upgrade_json and the given instances' new upgrade states, in one transaction.
+  Status CommitUpgrade(Asm& a, store::AssemblyRecord rec,
+                       const std::vector<std::pair<Inst*, std::string>>& states);
+  Status FinishUpgrade(Asm& a, bool cancelled);
+  std::string UpgradeJson(const Upgrade& u) const;
+  Status LoadUpgrade(Asm& a);
+  std::optional<Clock::TimePoint> NextUpgradeDeadline(const Asm& a) const;
 
   // ---- Loading ----
   Status Load();

@@ -31,11 +31,7 @@ std::optional<int64_t> StepFromLastWords(const std::string& line) {
 }  // namespace
 
 Duration Manager::Impl::GraceOf(const Asm& a, const Inst& i) const {
-  for (const Comp& c : a.comps) {
-    const spec::Component& cs = CompSpec(a, c);
-    if (cs.name == i.ref.component) return std::chrono::seconds(cs.stop_grace_secs);
-  }
-  return std::chrono::seconds(spec::kDefaultStopGraceSecs);
+  return std::chrono::seconds(CompSpecOf(a, i).stop_grace_secs);  // of the spec it runs
 }
 
 bool Manager::Impl::TrainersAlive(const Asm& a) const {
@@ -91,6 +87,7 @@ void Manager::Impl::StopDeferred(Asm& a) {
 }
 
 void Manager::Impl::Requeue(Asm& a, Inst& i) {
+  UpgradeStopped(a, i);  // stopped for its upgrade: it starts again on the target version
   if (i.remove || a.rec.desired_state != kDesiredStarted || a.rec.state == kFailed) {
     i.preempted.clear();
     return;

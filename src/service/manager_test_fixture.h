@@ -31,6 +31,7 @@ class FakeBackend final : public Backend {
   // Places with no node and no address, as a backend that picks the node at launch (Slurm).
   bool places_at_launch = false;
   std::vector<std::string> launches;  // keys, in order
+  std::vector<std::string> launched_versions;  // the spec version of each launch
   std::map<std::string, std::string> container_of;
   std::vector<std::string> stops;
   std::vector<std::string> recovers;
@@ -108,9 +109,10 @@ class FakeBackend final : public Backend {
       it = it->empty() ? pending_.erase(it) : it + 1;
     }
   }
-  void Launch(const spec::Assembly&, const InstanceRef& ref, const Placement&,
+  void Launch(const spec::Assembly& assembly, const InstanceRef& ref, const Placement&,
               const std::string& id) override {
     launches.push_back(ref.Key());
+    launched_versions.push_back(assembly.version);
     container_of[ref.Key()] = id;
     names_before_launch.push_back(names_changed.size());
   }

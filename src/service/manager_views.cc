@@ -24,6 +24,8 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
   s.state = a.rec.state;
   s.diagnostics = a.rec.diagnostics;
   s.spec_json = a.rec.spec_json;
+  s.version = a.spec.version;
+  if (a.upgrade) s.upgrade_version = a.upgrade->to_version;
   s.queue = a.spec.queue.empty() ? "default" : a.spec.queue;
   s.priority = a.priority;
   s.created_ms = a.rec.created_ms;
@@ -41,11 +43,16 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
     cv.name = cs.name;
     cv.number_of_containers = cs.number_of_containers;
     int64_t succeeded = 0, stopped = 0, failed = 0, live = 0;
+    std::string upgrade;  // the component's upgrade state, from its instances'
     for (const auto& [idx, i] : c.instances) {
-      InstanceStatus iv = ViewInstance(d, a, cs, i);
+      InstanceStatus iv = ViewInstance(d, a, d.CompSpecOf(a, i), i);
       if (!i.remove) {
         ++live;
-        if (iv.state == kReady) ++cv.ready;
+        if (i.phase == Impl::Phase::kRunning && i.ready) ++cv.ready;
+        if (i.rec.upgrade_state == kNeedsUpgrade && upgrade.empty()) upgrade = kNeedsUpgrade;
+        if (i.rec.upgrade_state == kUpgrading || i.rec.upgrade_state == kFailedUpgrade) {
+          upgrade = a.upgrade && a.upgrade->state == kUpgradeCancel ? kUpgradeCancel : kUpgrading;
+        }
         if (iv.state == kSucceeded) ++succeeded;
         if (iv.state == kStopped) ++stopped;
         if (iv.state == kFailed) ++failed;
@@ -61,6 +68,9 @@ StatusOr<AssemblyStatus> Manager::Get(const std::string& user, const std::string
     } else if (a.rec.state == kFailed) {
       cv.state = kStopped;  // a healthy component, stopped with the assembly that failed
       cv.diagnostics = "stopped: the assembly failed";
+    } else if (!upgrade.empty()) {
+      cv.state = upgrade;  // YARN's NEEDS_UPGRADE, UPGRADING, CANCEL_UPGRADING
+      cv.diagnostics = std::to_string(cv.ready) + " of " + std::to_string(n) + " ready";
     } else if (n > 0 && succeeded == n && cs.restart_policy != spec::RestartPolicy::kAlways) {
       cv.state = kSucceeded;
     } else if (live == n && cv.ready + succeeded == n) {
@@ -151,6 +161,10 @@ InstanceStatus ViewInstance(const Manager::Impl& d, const Manager::Impl::Asm& a,
       v.state = i.rec.state;
       break;
   }
+  v.version = i.rec.version;
+  // YARN's container states during an upgrade stand for READY (or whatever it is) until the
+  // instance is upgraded; a finished one stays finished.
+  if (!i.rec.upgrade_state.empty() && i.phase != Phase::kDone) v.state = i.rec.upgrade_state;
   return v;
 }
 

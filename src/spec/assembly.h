@@ -82,6 +82,9 @@ enum class TfRole { kNone, kChief, kWorker, kPs, kEvaluator };
 // tarn.stop.grace_secs: its default (Kubernetes') and its largest value.
 inline constexpr int64_t kDefaultStopGraceSecs = 30;
 inline constexpr int64_t kMaxStopGraceSecs = 86400;
+// tarn.upgrade.progress_deadline_secs: Kubernetes' progressDeadlineSeconds, and its largest.
+inline constexpr int64_t kDefaultUpgradeDeadlineSecs = 600;
+inline constexpr int64_t kMaxUpgradeDeadlineSecs = 86400;
 
 struct NamedPort {
   std::string name;  // lowercase, usable as an SRV service label and in TARN_PORT_<NAME>
@@ -130,6 +133,11 @@ struct Component {
   int64_t stop_grace_secs = kDefaultStopGraceSecs;
   // tarn.autoscale.*: none, a fixed count (number_of_containers, flex).
   std::optional<Autoscale> autoscale;
+  // tarn.upgrade.*: how an upgrade rolls through its instances (docs/upgrades.md): at most
+  // max_unavailable of them down at once (Kubernetes' maxUnavailable; no surge), and each
+  // READY within deadline_secs of its stop (progressDeadlineSeconds) or the upgrade stops.
+  int64_t upgrade_max_unavailable = 1;
+  int64_t upgrade_deadline_secs = kDefaultUpgradeDeadlineSecs;
 
   friend bool operator==(const Component&, const Component&) = default;
 };

@@ -230,9 +230,15 @@ constexpr std::array<YarnProperty, 17> kYarnProperties = {{
     {"yarn.service.queue", PropKind::kNoEffect, 0},
 }};
 
-constexpr std::array<std::string_view, 7> kTarnKeys = {
-    "tarn.tf.role", "tarn.tf.port",  "tarn.ports",          "tarn.ports.public",
-    "tarn.gang",    "tarn.priority", "tarn.stop.grace_secs"};
+constexpr std::array<std::string_view, 9> kTarnKeys = {"tarn.tf.role",
+                                                       "tarn.tf.port",
+                                                       "tarn.ports",
+                                                       "tarn.ports.public",
+                                                       "tarn.gang",
+                                                       "tarn.priority",
+                                                       "tarn.stop.grace_secs",
+                                                       "tarn.upgrade.max_unavailable",
+                                                       "tarn.upgrade.progress_deadline_secs"};
 
 // "http, grpc" -> {"http", "grpc"}; empty items are dropped.
 std::vector<std::string> SplitNames(const std::string& text) {
@@ -422,6 +428,20 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
         diags.Error(path, Quote(value) + " is not a grace period (whole seconds from 0 to " +
                               std::to_string(kMaxStopGraceSecs) + " between SIGTERM and SIGKILL)");
       }
+    } else if (key == "tarn.upgrade.max_unavailable") {
+      auto n = ParseInt64(value);
+      if (!n || *n < 1 || *n > kMaxContainersPerComponent) {
+        diags.Error(path, Quote(value) +
+                              " is not a number of instances (at least 1: an upgrade stops that "
+                              "many of the component's instances at once)");
+      }
+    } else if (key == "tarn.upgrade.progress_deadline_secs") {
+      auto secs = ParseInt64(value);
+      if (!secs || *secs < 1 || *secs > kMaxUpgradeDeadlineSecs) {
+        diags.Error(path, Quote(value) + " is not a deadline (whole seconds from 1 to " +
+                              std::to_string(kMaxUpgradeDeadlineSecs) +
+                              " for an upgraded instance to be READY)");
+      }
     } else if (IsAutoscaleKey(key)) {
       CheckAutoscaleProperty(key, value, path, service_level, diags);
     } else if (key.rfind("tarn.", 0) == 0) {
@@ -430,7 +450,8 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
       diags.Error(path, "unknown tarn property" + hint +
                             "; tarn knows tarn.tf.role, tarn.tf.port, tarn.ports, "
                             "tarn.ports.public, tarn.gang, tarn.priority, "
-                            "tarn.stop.grace_secs, tarn.autoscale.*");
+                            "tarn.stop.grace_secs, tarn.upgrade.max_unavailable, "
+                            "tarn.upgrade.progress_deadline_secs, tarn.autoscale.*");
     } else if (key.rfind("yarn.service.", 0) == 0) {
       CheckYarnProperty(key, value, path, diags);
     }
@@ -480,6 +501,14 @@ TarnComponentProperties ReadTarnProperties(const std::map<std::string, std::stri
   if (auto it = merged.find("tarn.stop.grace_secs"); it != merged.end()) {
     auto secs = ParseInt64(it->second);
     if (secs && *secs >= 0 && *secs <= kMaxStopGraceSecs) out.stop_grace_secs = *secs;
+  }
+  if (auto it = merged.find("tarn.upgrade.max_unavailable"); it != merged.end()) {
+    auto n = ParseInt64(it->second);
+    if (n && *n >= 1) out.upgrade_max_unavailable = *n;
+  }
+  if (auto it = merged.find("tarn.upgrade.progress_deadline_secs"); it != merged.end()) {
+    auto secs = ParseInt64(it->second);
+    if (secs && *secs >= 1 && *secs <= kMaxUpgradeDeadlineSecs) out.upgrade_deadline_secs = *secs;
   }
   return out;
 }

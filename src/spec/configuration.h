@@ -33,6 +33,8 @@ struct TarnComponentProperties {
   std::vector<NamedPort> ports;
   std::vector<std::string> public_ports;
   int64_t stop_grace_secs = kDefaultStopGraceSecs;
+  int64_t upgrade_max_unavailable = 1;
+  int64_t upgrade_deadline_secs = kDefaultUpgradeDeadlineSecs;
 };
 
 // Reads the typed values from merged properties that CheckProperties accepted.

@@ -397,6 +397,8 @@ class Parser {
     c.ports = std::move(tarn.ports);
     c.public_ports = std::move(tarn.public_ports);
     c.stop_grace_secs = tarn.stop_grace_secs;
+    c.upgrade_max_unavailable = tarn.upgrade_max_unavailable;
+    c.upgrade_deadline_secs = tarn.upgrade_deadline_secs;
     c.autoscale = ReadAutoscale(c.configuration.properties, c, path, diags_);
     for (const std::string& name : c.public_ports) {
       std::string known;

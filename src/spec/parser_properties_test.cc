@@ -148,6 +148,27 @@ TEST(ParserTest, StopGraceIsWholeSecondsOfAComponentOrTheService) {
   }
 }
 
+TEST(ParserTest, UpgradePropertiesHaveKubernetesDefaultsAndBounds) {
+  const Component plain = Ok(ParseJson(Base())).components[0];
+  EXPECT_EQ(plain.upgrade_max_unavailable, 1);
+  EXPECT_EQ(plain.upgrade_deadline_secs, 600) << "progressDeadlineSeconds";
+  const Component set =
+      Ok(ParseJson(WithProps(Base(), {{"tarn.upgrade.max_unavailable", "2"},
+                                      {"tarn.upgrade.progress_deadline_secs", "90"}})))
+          .components[0];
+  EXPECT_EQ(set.upgrade_max_unavailable, 2);
+  EXPECT_EQ(set.upgrade_deadline_secs, 90);
+  for (const char* bad : {"0", "-1", "all", "1.5"}) {
+    ExpectOneError(WithProps(Base(), {{"tarn.upgrade.max_unavailable", bad}}),
+                   kProps + "[\"tarn.upgrade.max_unavailable\"]", "is not a number of instances");
+  }
+  for (const char* bad : {"0", "86401", "soon"}) {
+    ExpectOneError(WithProps(Base(), {{"tarn.upgrade.progress_deadline_secs", bad}}),
+                   kProps + "[\"tarn.upgrade.progress_deadline_secs\"]",
+                   "is not a deadline (whole seconds from 1 to 86400");
+  }
+}
+
 TEST(ParserTest, TarnRoleAtServiceLevelIsRefused) {
   json j = Base();
   j["configuration"]["properties"] = {{"tarn.tf.role", "worker"}};

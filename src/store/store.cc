@@ -10,7 +10,7 @@
 namespace tarn::store {
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 
 constexpr const char* kSchema = R"sql(
 CREATE TABLE IF NOT EXISTS meta (
@@ -27,6 +27,7 @@ CREATE TABLE IF NOT EXISTS assemblies (
   created_ms INTEGER NOT NULL,
   lifetime_deadline_ms INTEGER NOT NULL,
   generation INTEGER NOT NULL,
+  upgrade TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (user, name)
 );
 CREATE TABLE IF NOT EXISTS instances (
@@ -44,6 +45,8 @@ CREATE TABLE IF NOT EXISTS instances (
   last_exit TEXT NOT NULL,
   launched_ms INTEGER NOT NULL,
   ip TEXT NOT NULL DEFAULT '',
+  version TEXT NOT NULL DEFAULT '',
+  upgrade_state TEXT NOT NULL DEFAULT '',
   PRIMARY KEY (user, assembly, name),
   FOREIGN KEY (user, assembly) REFERENCES assemblies (user, name) ON DELETE CASCADE
 );
@@ -51,11 +54,11 @@ CREATE TABLE IF NOT EXISTS instances (
 
 constexpr const char* kAssemblyColumns =
     "user, name, spec, desired_state, state, diagnostics, created_ms, lifetime_deadline_ms, "
-    "generation";
+    "generation, upgrade";
 
 AssemblyRecord ReadAssembly(const Statement& s) {
   return {s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Text(4),
-          s.Text(5), s.Int(6),  s.Int(7),  s.Int(8)};
+          s.Text(5), s.Int(6),  s.Int(7),  s.Int(8),  s.Text(9)};
 }
 
 }  // namespace
@@ -89,14 +92,25 @@ StatusOr<std::unique_ptr<Store>> Store::Open(const std::string& path) {
   if (!found) {
     RETURN_IF_ERROR(store->Exec("INSERT INTO meta VALUES ('schema_version', '" +
                                 std::to_string(kSchemaVersion) + "')"));
-  } else if (std::atoll(get.Text(0).c_str()) == 1) {
-    // Version 2 gave each instance its own address.
+  } else if (const int64_t found_version = std::atoll(get.Text(0).c_str());
+             found_version < kSchemaVersion) {
+    // Each step in one transaction: version 2 gave each instance its own address; version 3
+    // records upgrades (the assembly's, and each instance's spec version and upgrade state).
     RETURN_IF_ERROR(
         store
             ->Transaction([&]() -> Status {
+              if (found_version < 2) {
+                RETURN_IF_ERROR(
+                    store->Exec("ALTER TABLE instances ADD COLUMN ip TEXT NOT NULL DEFAULT ''"));
+              }
+              RETURN_IF_ERROR(store->Exec(
+                  "ALTER TABLE assemblies ADD COLUMN upgrade TEXT NOT NULL DEFAULT ''"));
               RETURN_IF_ERROR(
-                  store->Exec("ALTER TABLE instances ADD COLUMN ip TEXT NOT NULL DEFAULT ''"));
-              return store->Exec("UPDATE meta SET value = '2' WHERE key = 'schema_version'");
+                  store->Exec("ALTER TABLE instances ADD COLUMN version TEXT NOT NULL DEFAULT ''"));
+              RETURN_IF_ERROR(store->Exec(
+                  "ALTER TABLE instances ADD COLUMN upgrade_state TEXT NOT NULL DEFAULT ''"));
+              return store->Exec("UPDATE meta SET value = '" + std::to_string(kSchemaVersion) +
+                                 "' WHERE key = 'schema_version'");
             })
             .WithContext(path));
   } else if (std::atoll(get.Text(0).c_str()) > kSchemaVersion) {
@@ -139,10 +153,12 @@ Status Store::Transaction(const std::function<Status()>& body) {
 }
 
 Status Store::CreateAssembly(const AssemblyRecord& r) {
-  Statement s(db_, "INSERT INTO assemblies VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+  Statement s(db_, (std::string("INSERT INTO assemblies (") + kAssemblyColumns +
+                    ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+                       .c_str());
   s.Bind(1, r.user).Bind(2, r.name).Bind(3, r.spec_json).Bind(4, r.desired_state);
   s.Bind(5, r.state).Bind(6, r.diagnostics).Bind(7, r.created_ms);
-  s.Bind(8, r.lifetime_deadline_ms).Bind(9, r.generation);
+  s.Bind(8, r.lifetime_deadline_ms).Bind(9, r.generation).Bind(10, r.upgrade_json);
   Status st = Run(s);
   if (st.code() == StatusCode::kAlreadyExists) {
     return AlreadyExistsError("assembly " + r.name + " of user " + r.user + " already exists");
@@ -178,10 +194,11 @@ StatusOr<std::vector<AssemblyRecord>> Store::ListAssemblies(const std::string& u
 Status Store::UpdateAssembly(const AssemblyRecord& r) {
   Statement s(db_,
               "UPDATE assemblies SET spec = ?, desired_state = ?, state = ?, diagnostics = ?, "
-              "lifetime_deadline_ms = ?, generation = generation + 1 "
+              "lifetime_deadline_ms = ?, upgrade = ?, generation = generation + 1 "
               "WHERE user = ? AND name = ? AND generation = ?");
   s.Bind(1, r.spec_json).Bind(2, r.desired_state).Bind(3, r.state).Bind(4, r.diagnostics);
-  s.Bind(5, r.lifetime_deadline_ms).Bind(6, r.user).Bind(7, r.name).Bind(8, r.generation);
+  s.Bind(5, r.lifetime_deadline_ms).Bind(6, r.upgrade_json).Bind(7, r.user).Bind(8, r.name);
+  s.Bind(9, r.generation);
   RETURN_IF_ERROR(Run(s));
   if (sqlite3_changes(db_) == 1) return OkStatus();
   auto current = GetAssembly(r.user, r.name);
@@ -205,12 +222,12 @@ Status Store::DeleteAssembly(const std::string& user, const std::string& name) {
 Status Store::PutInstance(const InstanceRecord& r) {
   Statement s(db_,
               "INSERT OR REPLACE INTO instances (user, assembly, name, component, idx, state, "
-              "node, gpus, container_id, shim_dir, restarts, last_exit, launched_ms, ip) VALUES "
-              "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+              "node, gpus, container_id, shim_dir, restarts, last_exit, launched_ms, ip, version, "
+              "upgrade_state) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
   s.Bind(1, r.user).Bind(2, r.assembly).Bind(3, r.name).Bind(4, r.component).Bind(5, r.index);
   s.Bind(6, r.state).Bind(7, r.node).Bind(8, r.gpus_json).Bind(9, r.container_id);
   s.Bind(10, r.shim_dir).Bind(11, r.restarts).Bind(12, r.last_exit).Bind(13, r.launched_ms);
-  s.Bind(14, r.ip);
+  s.Bind(14, r.ip).Bind(15, r.version).Bind(16, r.upgrade_state);
   Status st = Run(s);
   if (st.code() == StatusCode::kAlreadyExists) {  // the foreign key: no such assembly
     return NotFoundError("assembly " + r.assembly + " of user " + r.user + " does not exist");
@@ -229,17 +246,19 @@ Status Store::DeleteInstance(const std::string& user, const std::string& assembl
 
 StatusOr<std::vector<InstanceRecord>> Store::ListInstances(const std::string& user,
                                                            const std::string& assembly) const {
-  Statement s(db_,
-              "SELECT user, assembly, name, component, idx, state, node, gpus, container_id, "
-              "shim_dir, restarts, last_exit, launched_ms, ip FROM instances "
-              "WHERE user = ? AND assembly = ? ORDER BY component, idx");
+  Statement s(
+      db_,
+      "SELECT user, assembly, name, component, idx, state, node, gpus, container_id, "
+      "shim_dir, restarts, last_exit, launched_ms, ip, version, upgrade_state FROM instances "
+      "WHERE user = ? AND assembly = ? ORDER BY component, idx");
   s.Bind(1, user).Bind(2, assembly);
   std::vector<InstanceRecord> out;
   while (true) {
     ASSIGN_OR_RETURN(bool row, s.Step());
     if (!row) break;
     out.push_back({s.Text(0), s.Text(1), s.Text(2), s.Text(3), s.Int(4), s.Text(5), s.Text(6),
-                   s.Text(7), s.Text(8), s.Text(9), s.Int(10), s.Text(11), s.Int(12), s.Text(13)});
+                   s.Text(7), s.Text(8), s.Text(9), s.Int(10), s.Text(11), s.Int(12), s.Text(13),
+                   s.Text(14), s.Text(15)});
   }
   return out;
 }

@@ -32,6 +32,9 @@ struct AssemblyRecord {
   int64_t created_ms = 0;
   int64_t lifetime_deadline_ms = 0;  // 0: unlimited
   int64_t generation = 0;            // bumped by every update; optimistic concurrency
+  // An upgrade in progress (the manager's JSON: its state, the new spec and both versions);
+  // "" when none.
+  std::string upgrade_json;
 
   friend bool operator==(const AssemblyRecord&, const AssemblyRecord&) = default;
 };
@@ -51,6 +54,8 @@ struct InstanceRecord {
   std::string last_exit;  // diagnostics of the last exit
   int64_t launched_ms = 0;
   std::string ip;  // its own address (TARN_IP), kept while it holds its place
+  std::string version;        // the spec version it runs (its assembly's `version`)
+  std::string upgrade_state;  // "" | NEEDS_UPGRADE | UPGRADING | FAILED_UPGRADE
 
   friend bool operator==(const InstanceRecord&, const InstanceRecord&) = default;
 };

@@ -28,7 +28,7 @@ class StoreTest : public ::testing::Test {
     return s.ok() ? std::move(s).value() : nullptr;
   }
   static AssemblyRecord Assembly(const std::string& user, const std::string& name) {
-    return {user, name, "{\"name\":\"" + name + "\"}", "STARTED", "ACCEPTED", "", 1000, 0, 1};
+    return {user, name, "{\"name\":\"" + name + "\"}", "STARTED", "ACCEPTED", "", 1000, 0, 1, ""};
   }
   static InstanceRecord Instance(const std::string& user, const std::string& assembly,
                                  const std::string& component, int64_t index) {
@@ -256,12 +256,60 @@ TEST_F(StoreTest, UpgradesAVersionOneStoreInPlace) {
   ASSERT_EQ(instances->size(), 1u);
   EXPECT_EQ((*instances)[0].restarts, 2);
   EXPECT_EQ((*instances)[0].ip, "");
+  EXPECT_EQ((*instances)[0].version, "");
+  EXPECT_EQ((*instances)[0].upgrade_state, "");
   InstanceRecord r = (*instances)[0];
   r.ip = "127.42.0.2";
+  r.version = "2.0";
+  r.upgrade_state = "UPGRADING";
   ASSERT_TRUE(store->PutInstance(r).ok());
+  AssemblyRecord a = *store->GetAssembly("alice", "a");
+  EXPECT_EQ(a.upgrade_json, "");
+  a.upgrade_json = R"({"state":"UPGRADING"})";
+  ASSERT_TRUE(store->UpdateAssembly(a).ok());
   store.reset();
   store = OpenOk();
-  EXPECT_EQ((*store->ListInstances("alice", "a"))[0].ip, "127.42.0.2");
+  EXPECT_EQ((*store->ListInstances("alice", "a"))[0], r);
+  EXPECT_EQ(store->GetAssembly("alice", "a")->upgrade_json, R"({"state":"UPGRADING"})");
+}
+
+TEST_F(StoreTest, UpgradesAVersionTwoStoreInPlace) {
+  // Version 2: instances have their address; nothing knows of upgrades yet.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path_.c_str(), &db), SQLITE_OK);
+  const char* v2 = R"sql(
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    INSERT INTO meta VALUES ('schema_version', '2');
+    CREATE TABLE assemblies (user TEXT NOT NULL, name TEXT NOT NULL, spec TEXT NOT NULL,
+      desired_state TEXT NOT NULL, state TEXT NOT NULL, diagnostics TEXT NOT NULL,
+      created_ms INTEGER NOT NULL, lifetime_deadline_ms INTEGER NOT NULL,
+      generation INTEGER NOT NULL, PRIMARY KEY (user, name));
+    CREATE TABLE instances (user TEXT NOT NULL, assembly TEXT NOT NULL, name TEXT NOT NULL,
+      component TEXT NOT NULL, idx INTEGER NOT NULL, state TEXT NOT NULL, node TEXT NOT NULL,
+      gpus TEXT NOT NULL, container_id TEXT NOT NULL, shim_dir TEXT NOT NULL,
+      restarts INTEGER NOT NULL, last_exit TEXT NOT NULL, launched_ms INTEGER NOT NULL,
+      ip TEXT NOT NULL DEFAULT '',
+      PRIMARY KEY (user, assembly, name),
+      FOREIGN KEY (user, assembly) REFERENCES assemblies (user, name) ON DELETE CASCADE);
+    INSERT INTO assemblies VALUES ('alice', 'a', '{}', 'STARTED', 'STABLE', '', 1, 0, 1);
+    INSERT INTO instances VALUES ('alice', 'a', 'w-0', 'w', 0, 'READY', 'n1', '[]', 'c1', '',
+      0, '', 5, '127.42.0.9');
+  )sql";
+  ASSERT_EQ(sqlite3_exec(db, v2, nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  auto store = OpenOk();
+  ASSERT_NE(store, nullptr);
+  auto instances = store->ListInstances("alice", "a");
+  ASSERT_TRUE(instances.ok());
+  ASSERT_EQ(instances->size(), 1u);
+  EXPECT_EQ((*instances)[0].ip, "127.42.0.9");
+  EXPECT_EQ((*instances)[0].version, "");
+  EXPECT_EQ(store->GetAssembly("alice", "a")->upgrade_json, "");
+  store.reset();
+  // Opened again, it is current: nothing to migrate twice.
+  store = OpenOk();
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->ListInstances("alice", "a")->size(), 1u);
 }
 
 }  // namespace tarn::store
