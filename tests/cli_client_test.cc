@@ -63,7 +63,7 @@ struct RecordedRequest {
 
 const char kSleeper[] = R"({
   "name": "sleeper", "version": "1.0", "user": "alice", "queue": "default", "priority": 0,
-  "state": "STABLE", "diagnostics": "",
+  "state": "UPGRADING", "upgrade_version": "2.0", "diagnostics": "",
   "lifetime": -1, "launch_time": 1700000000000, "shared_dir": "/var/lib/tarn/shared/alice/sleeper",
   "components": [
     {
@@ -75,14 +75,15 @@ const char kSleeper[] = R"({
           "id": "alice_sleeper_sleeper-0_3", "component_instance_name": "sleeper-0",
           "hostname": "sleeper-0.sleeper.alice.tarn", "ip": "127.0.0.1",
           "bare_host": "node-a", "state": "READY", "launch_time": 1700000000123,
-          "diagnostics": "", "gpus": [0, 1], "restarts": 2, "last_exit": "exited with code 3"
+          "diagnostics": "", "gpus": [0, 1], "restarts": 2, "last_exit": "exited with code 3",
+          "version": "2.0"
         },
         {
           "id": "alice_sleeper_sleeper-1_0", "component_instance_name": "sleeper-1",
           "hostname": "sleeper-1.sleeper.alice.tarn", "ip": "",
           "bare_host": "", "state": "PENDING", "launch_time": 0,
           "diagnostics": "waiting for resources: 1 GPU", "gpus": [], "restarts": 0,
-          "last_exit": ""
+          "last_exit": "", "version": "1.0"
         }
       ]
     }
@@ -153,6 +154,14 @@ class ClientTest : public ::testing::Test {
                   }
                   res.set_content(service.dump(), "application/json");
                 });
+    // The upgrade calls: answered with what they were.
+    server_.Put(
+        R"(/app/v1/services/sleeper(/component-instances|/components)?)",
+        [this](const httplib::Request& req, httplib::Response& res) {
+          Record(req);
+          res.status = 202;
+          res.set_content(json{{"diagnostics", "did " + req.path}}.dump(), "application/json");
+        });
     server_.Put(
         R"(/app/v1/services/([^/]+)/components/([^/]+))",
         [this](const httplib::Request& req, httplib::Response& res) {
@@ -479,18 +488,18 @@ TEST_F(ClientTest, StatusRendersAlignedTables) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   EXPECT_EQ(
       run.out,
-      "SERVICE  STATE   USER   QUEUE    PRIORITY  AGE  LIFETIME   DIAGNOSTICS\n"
-      "sleeper  STABLE  alice  default  0         5m   unlimited  -\n"
+      "SERVICE  STATE      VERSION     USER   QUEUE    PRIORITY  AGE  LIFETIME   DIAGNOSTICS\n"
+      "sleeper  UPGRADING  1.0 -> 2.0  alice  default  0         5m   unlimited  -\n"
       "\n"
       "COMPONENT  STATE   READY  DIAGNOSTICS\n"
       "sleeper    STABLE  1/2    -\n"
       "\n"
-      "INSTANCE   STATE    HOST                          IP         NODE    GPUS  RESTARTS  AGE  "
-      "LAST EXIT           DIAGNOSTICS\n"
-      "sleeper-0  READY    sleeper-0.sleeper.alice.tarn  127.0.0.1  node-a  0,1   2         5m   "
-      "exited with code 3  -\n"
-      "sleeper-1  PENDING  sleeper-1.sleeper.alice.tarn  -          -       -     0         -    "
-      "-                   waiting for resources: 1 GPU\n");
+      "INSTANCE   STATE    VERSION  HOST                          IP         NODE    GPUS  "
+      "RESTARTS  AGE  LAST EXIT           DIAGNOSTICS\n"
+      "sleeper-0  READY    2.0      sleeper-0.sleeper.alice.tarn  127.0.0.1  node-a  0,1   "
+      "2         5m   exited with code 3  -\n"
+      "sleeper-1  PENDING  1.0      sleeper-1.sleeper.alice.tarn  -          -       -     "
+      "0         -    -                   waiting for resources: 1 GPU\n");
   auto requests = Requests();
   ASSERT_EQ(requests.size(), 1u);
   EXPECT_EQ(requests[0].path, "/app/v1/services/sleeper");
@@ -563,6 +572,68 @@ TEST_F(ClientTest, FlexPutsTheNewCount) {
   EXPECT_EQ(json::parse(requests[0].body), json({{"number_of_containers", 4}}));
 }
 
+TEST_F(ClientTest, UpgradeSendsYarnsCalls) {
+  TempDir dir;
+  dir.Write("v2.yaml", R"(name: sleeper
+version: "2.0"
+components:
+  - name: sleeper
+    number_of_containers: 2
+    launch_command: sleep 2000
+    resource: {cpus: 1, memory: "256"}
+)");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> calls = {
+      {{"upgrade", "sleeper", "v2.yaml"}, "UPGRADING"},
+      {{"upgrade", "sleeper", "v2.yaml", "--auto-finalize"}, "UPGRADING_AUTO_FINALIZE"},
+      {{"upgrade", "sleeper", "v2.yaml", "--express"}, "EXPRESS_UPGRADING"}};
+  for (const auto& [args, state] : calls) {
+    CommandResult run = RunTarn(args, Env(), dir.path());
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(run.out, "did /app/v1/services/sleeper\n");
+  }
+  EXPECT_EQ(RunTarn({"upgrade", "sleeper", "--instances", "sleeper-0, sleeper-1"}, Env()).exit_code,
+            0);
+  EXPECT_EQ(RunTarn({"upgrade", "sleeper", "--components", "sleeper"}, Env()).exit_code, 0);
+  EXPECT_EQ(RunTarn({"upgrade", "sleeper", "--finalize"}, Env()).exit_code, 0);
+  EXPECT_EQ(RunTarn({"upgrade", "sleeper", "--cancel"}, Env()).exit_code, 0);
+  auto requests = Requests();
+  ASSERT_EQ(requests.size(), 7u);
+  for (size_t k = 0; k < 3; ++k) {
+    json sent = json::parse(requests[k].body);
+    EXPECT_EQ(sent["state"], calls[k].second);
+    EXPECT_EQ(sent["version"], "2.0");
+    EXPECT_EQ(sent["components"][0]["launch_command"], "sleep 2000");
+  }
+  EXPECT_EQ(requests[3].path, "/app/v1/services/sleeper/component-instances");
+  EXPECT_EQ(json::parse(requests[3].body),
+            json::parse(R"([{"component_instance_name": "sleeper-0", "state": "UPGRADING"},
+                            {"component_instance_name": "sleeper-1", "state": "UPGRADING"}])"));
+  EXPECT_EQ(requests[4].path, "/app/v1/services/sleeper/components");
+  EXPECT_EQ(json::parse(requests[4].body),
+            json::parse(R"([{"name": "sleeper", "state": "UPGRADING"}])"));
+  EXPECT_EQ(json::parse(requests[5].body), json({{"state", "STABLE"}}));
+  EXPECT_EQ(json::parse(requests[6].body), json({{"state", "CANCEL_UPGRADING"}}));
+
+  // Usage errors say what to give, and send nothing.
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"upgrade", "sleeper"},
+        {"upgrade", "sleeper", "v2.yaml", "--finalize"},
+        {"upgrade", "sleeper", "--cancel", "--express"},
+        {"upgrade", "sleeper", "v2.yaml", "--express", "--auto-finalize"}}) {
+    CommandResult run = RunTarn(bad, Env(), dir.path());
+    EXPECT_EQ(run.exit_code, 2) << bad.back();
+    EXPECT_EQ(run.err.rfind("tarn upgrade: ", 0), 0u) << run.err;
+  }
+  dir.Write("other.yaml",
+            "name: other\nversion: \"2\"\ncomponents:\n  - {name: a, "
+            "number_of_containers: 1, launch_command: x, resource: {cpus: 1, "
+            "memory: \"64\"}}\n");
+  CommandResult other = RunTarn({"upgrade", "sleeper", "other.yaml"}, Env(), dir.path());
+  EXPECT_EQ(other.exit_code, 2);
+  EXPECT_EQ(other.err, "tarn upgrade: other.yaml is assembly \"other\", not \"sleeper\"\n");
+  EXPECT_EQ(Requests().size(), 7u);
+}
+
 TEST_F(ClientTest, LogsFollowStreamsPiecesAsTheyCome) {
   TarnProcess process({"logs", "sleeper", "sleeper-0", "-f", "--tail", "100"}, Env(), "/tmp");
   std::string seen = process.ReadUntil("first line\n");
@@ -625,8 +696,8 @@ TEST(ClientUsageTest, UnknownCommandListsTheClientVerbs) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_EQ(run.err,
             "tarn: unknown command \"lanch\" (commands: validate, explain, launch, list, status, "
-            "flex, stop, start, destroy, logs, nodes, queues, events, whoami, token, audit, ui, "
-            "server, run; see tarn "
+            "flex, upgrade, stop, start, destroy, logs, nodes, queues, events, whoami, token, "
+            "audit, ui, server, run; see tarn "
             "--help)\n");
 }
 

@@ -105,11 +105,12 @@ TEST(ValidateTest, UsageErrorExitsTwo) {
 TEST(ValidateTest, UnknownCommandIsNamed) {
   CommandResult run = RunTarn({"lanch", "x.json"}, "/tmp");
   EXPECT_EQ(run.exit_code, 2);
-  EXPECT_EQ(run.err,
-            "tarn: unknown command \"lanch\" (commands: validate, explain, launch, list, status, "
-            "flex, stop, start, destroy, logs, nodes, queues, events, whoami, token, audit, ui, "
-            "server, run; see tarn "
-            "--help)\n");
+  EXPECT_EQ(
+      run.err,
+      "tarn: unknown command \"lanch\" (commands: validate, explain, launch, list, status, "
+      "flex, upgrade, stop, start, destroy, logs, nodes, queues, events, whoami, token, audit, ui, "
+      "server, run; see tarn "
+      "--help)\n");
 }
 
 TEST(ExplainTest, MatchesGoldenFiles) {

@@ -563,12 +563,13 @@ void ApiServer::Register() {
     Reply(res, 200, out);
   });
 
-  h.Put(R"(/app/v1/services/([^/]+))", [&loop](const ApiRequest& req, ApiResponse& res) {
+  h.Put(R"(/app/v1/services/([^/]+))", [&loop, domain](const ApiRequest& req, ApiResponse& res) {
     std::string user;
     const std::string name = req.matches[1];
     if (!Addressed(req, res, loop, name, &user)) return;
     json body;
     if (!ParseBody(req, res, &body)) return;
+    if (IsUpgradeState(body)) return UpgradeService(res, loop, domain, user, name, body);
     if (!OnlyFields(body, {"state", "lifetime", "name"}, res)) return;
     if (body.contains("name") && body["name"] != name) {
       return Error(
@@ -583,7 +584,10 @@ void ApiServer::Register() {
       }
       const json& s = body["state"];
       if (!s.is_string() || (s != "STOPPED" && s != "STARTED")) {
-        return Error(res, 400, "state: expected \"STOPPED\" or \"STARTED\", got " + s.dump());
+        return Error(res, 400,
+                     "state: expected \"STOPPED\", \"STARTED\" or an upgrade's (UPGRADING, "
+                     "UPGRADING_AUTO_FINALIZE, EXPRESS_UPGRADING, CANCEL_UPGRADING, STABLE), got " +
+                         s.dump());
       }
       bool stop = s == "STOPPED";
       if (!loop.Call(
@@ -733,6 +737,7 @@ void ApiServer::Register() {
 
   RegisterIdentityRoutes(h, options_.auth_store, options_.audit, options_.clock);
   RegisterMetricsRoutes(h, loop, options_.collector);
+  RegisterUpgradeRoutes(h, loop);
   RegisterSessionRoutes(
       h, SessionOptions{options_.authenticator, options_.auth_store, options_.login_codes,
                         options_.clock, options_.session_ttl_ms, options_.ui_origin});

@@ -17,7 +17,8 @@ json ContainerJson(const service::InstanceStatus& i) {
               {"gpus", i.gpus},
               {"ports", i.ports},
               {"restarts", i.restarts},
-              {"last_exit", i.last_exit}};
+              {"last_exit", i.last_exit},
+              {"version", i.version}};
 }
 
 json ResourcesJson(const scheduler::Resources& r) {
@@ -40,6 +41,8 @@ json ServiceJson(const service::AssemblyStatus& a) {
   out["shared_dir"] = a.shared_dir;
   out["name_resolution"] = a.name_resolution;
   out["network_walls"] = a.network_walls;
+  // YARN's `version` is the spec's, which stays the old one until the upgrade is finalized.
+  if (!a.upgrade_version.empty()) out["upgrade_version"] = a.upgrade_version;
   json components = json::array();
   const json spec_components = out.contains("components") && out["components"].is_array()
                                    ? out["components"]

@@ -23,8 +23,9 @@
 #ifndef TARN_OPENAPI_PATH
 #error "TARN_OPENAPI_PATH must name docs/openapi.yaml"
 #endif
-#if !defined(TARN_API_SERVER_SOURCE) || !defined(TARN_IDENTITY_ROUTES_SOURCE) || \
-    !defined(TARN_METRICS_ROUTES_SOURCE) || !defined(TARN_SESSION_ROUTES_SOURCE)
+#if !defined(TARN_API_SERVER_SOURCE) || !defined(TARN_IDENTITY_ROUTES_SOURCE) ||    \
+    !defined(TARN_METRICS_ROUTES_SOURCE) || !defined(TARN_SESSION_ROUTES_SOURCE) || \
+    !defined(TARN_UPGRADE_ROUTES_SOURCE)
 #error "TARN_API_SERVER_SOURCE, TARN_*_ROUTES_SOURCE must name src/api's route files"
 #endif
 
@@ -76,10 +77,13 @@ std::string Skeleton(const std::string& templ) {
 
 std::vector<Route> SourceRoutes() {
   // The files that register routes, one after the other.
-  const std::string src = ReadFile(TARN_API_SERVER_SOURCE) + "\n" +
-                          ReadFile(TARN_IDENTITY_ROUTES_SOURCE) + "\n" +
-                          ReadFile(TARN_METRICS_ROUTES_SOURCE) + "\n" +
-                          ReadFile(TARN_SESSION_ROUTES_SOURCE);
+  // A route's handler ends at the next registration or at the end of its file (what a file
+  // has before its first route is its helpers', no route's).
+  const std::string kNextFile = "\n//@@ next route file\n";
+  const std::string src =
+      ReadFile(TARN_API_SERVER_SOURCE) + kNextFile + ReadFile(TARN_IDENTITY_ROUTES_SOURCE) +
+      kNextFile + ReadFile(TARN_METRICS_ROUTES_SOURCE) + kNextFile +
+      ReadFile(TARN_SESSION_ROUTES_SOURCE) + kNextFile + ReadFile(TARN_UPGRADE_ROUTES_SOURCE);
   struct Hit {
     size_t pos;
     size_t args;  // just past the '('
@@ -147,6 +151,7 @@ std::vector<Route> SourceRoutes() {
     EXPECT_EQ(r.skeleton.find_first_of("()[]*+?^$|\\"), std::string::npos)
         << "route " << path << ": a regex form this test does not translate";
     size_t next = k + 1 < hits.size() ? hits[k + 1].pos : src.size();
+    next = std::min(next, src.find(kNextFile, end));
     r.handler = src.substr(end, next - end);
     routes.push_back(std::move(r));
   }

@@ -229,6 +229,16 @@ struct SessionOptions {
 };
 void RegisterSessionRoutes(Router& h, const SessionOptions& options);
 
+// YARN's upgrades (upgrade_routes.cc). A PUT /app/v1/services/NAME whose state is an
+// upgrade's (UPGRADING, UPGRADING_AUTO_FINALIZE, EXPRESS_UPGRADING with the new spec;
+// CANCEL_UPGRADING; STABLE, which finalizes) is UpgradeService's, after the caller was
+// Addressed; RegisterUpgradeRoutes adds PUT .../component-instances,
+// .../components/C/component-instances/I and .../components (state UPGRADING).
+bool IsUpgradeState(const nlohmann::json& body);
+void UpgradeService(ApiResponse& res, ServiceLoop& loop, const std::string& domain,
+                    const std::string& user, const std::string& name, const nlohmann::json& body);
+void RegisterUpgradeRoutes(Router& h, ServiceLoop& loop);
+
 // The routes of instances' metrics: GET /tarn/v1/services/NAME/metrics (metrics_routes.cc).
 // `collector` may be null (the server scrapes nothing): the route says so.
 void RegisterMetricsRoutes(Router& h, const ServiceLoop& loop, const metrics::Collector* collector);

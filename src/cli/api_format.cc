@@ -153,15 +153,20 @@ std::string FormatServiceList(const json& services, int64_t now_ms) {
 }
 
 std::string FormatServiceStatus(const json& service, int64_t now_ms) {
-  Table head(
-      {"SERVICE", "STATE", "USER", "QUEUE", "PRIORITY", "AGE", "LIFETIME", "DIAGNOSTICS"});
-  head.AddRow({Text(service, "name"), Text(service, "state"), Text(service, "user"),
+  Table head({"SERVICE", "STATE", "VERSION", "USER", "QUEUE", "PRIORITY", "AGE", "LIFETIME",
+              "DIAGNOSTICS"});
+  // An upgrade in progress shows where it goes: "1.0 -> 2.0".
+  std::string version = Text(service, "version");
+  if (const json& to = Field(service, "upgrade_version"); to.is_string()) {
+    version += " -> " + to.get<std::string>();
+  }
+  head.AddRow({Text(service, "name"), Text(service, "state"), version, Text(service, "user"),
                Text(service, "queue"), Text(service, "priority"),
-               Age(service, "launch_time", now_ms),
-               FormatLifetime(Field(service, "lifetime")), Text(service, "diagnostics")});
+               Age(service, "launch_time", now_ms), FormatLifetime(Field(service, "lifetime")),
+               Text(service, "diagnostics")});
 
   Table components({"COMPONENT", "STATE", "READY", "DIAGNOSTICS"});
-  Table containers({"INSTANCE", "STATE", "HOST", "IP", "NODE", "GPUS", "RESTARTS", "AGE",
+  Table containers({"INSTANCE", "STATE", "VERSION", "HOST", "IP", "NODE", "GPUS", "RESTARTS", "AGE",
                     "LAST EXIT", "DIAGNOSTICS"});
   for (const json& c : Array(service, "components")) {
     components.AddRow({Text(c, "name"), Text(c, "state"),
@@ -169,10 +174,11 @@ std::string FormatServiceStatus(const json& service, int64_t now_ms) {
                            std::to_string(Int(c, "number_of_containers")),
                        Text(c, "diagnostics")});
     for (const json& k : Array(c, "containers")) {
-      containers.AddRow({Text(k, "component_instance_name"), Text(k, "state"), Text(k, "hostname"),
-                         Text(k, "ip"), Text(k, "bare_host"), JoinInts(Field(k, "gpus")),
-                         std::to_string(Int(k, "restarts")), Age(k, "launch_time", now_ms),
-                         Text(k, "last_exit"), Text(k, "diagnostics")});
+      containers.AddRow({Text(k, "component_instance_name"), Text(k, "state"), Text(k, "version"),
+                         Text(k, "hostname"), Text(k, "ip"), Text(k, "bare_host"),
+                         JoinInts(Field(k, "gpus")), std::to_string(Int(k, "restarts")),
+                         Age(k, "launch_time", now_ms), Text(k, "last_exit"),
+                         Text(k, "diagnostics")});
     }
   }
   std::string out = head.Render();

@@ -49,6 +49,21 @@ struct LogsFlags {
 
 int RunLaunch(const LaunchFlags& launch, const ClientFlags& flags);
 
+// `tarn upgrade NAME ...` (upgrade_command.cc): exactly one of `file` (with auto_finalize or
+// express), `instances`, `components`, `finalize`, `cancel`.
+struct UpgradeFlags {
+  std::string name;
+  std::string file;  // the new spec: starts an upgrade
+  bool auto_finalize = false;
+  bool express = false;
+  std::string instances;   // "a-0,a-1"
+  std::string components;  // "c,d"
+  bool finalize = false;
+  bool cancel = false;
+  std::string domain = "tarn";
+};
+int RunUpgrade(const UpgradeFlags& upgrade, const ClientFlags& flags);
+
 // What `tarn launch` sends: FILE read and validated exactly as `tarn validate` does (the
 // diagnostics printed on stderr), made self-contained (launch_body.h). 0, or the exit status.
 struct PreparedLaunch {

@@ -9,8 +9,8 @@
 namespace {
 
 constexpr char kCommands[] =
-    "validate, explain, launch, list, status, flex, stop, start, destroy, logs, nodes, queues, "
-    "events, whoami, token, audit, ui, server, run";
+    "validate, explain, launch, list, status, flex, upgrade, stop, start, destroy, logs, nodes, "
+    "queues, events, whoami, token, audit, ui, server, run";
 
 }  // namespace
 
@@ -101,6 +101,30 @@ int main(int argc, char** argv) {
   flex->add_option("COMPONENT", component, "component name")->required();
   flex->add_option("N", count, "number of instances")->required()->check(CLI::NonNegativeNumber);
   add_client_flags(flex, true);
+
+  tarn::cli::UpgradeFlags upgrade_flags;
+  CLI::App* upgrade = app.add_subcommand(
+      "upgrade",
+      "change a running assembly's spec instance by instance (YARN's upgrade): FILE starts "
+      "one; then --instances or --components, and --finalize; or --cancel");
+  upgrade->add_option("NAME", upgrade_flags.name, "assembly name")->required();
+  upgrade->add_option("FILE", upgrade_flags.file, "the new spec (with a new version)");
+  upgrade->add_flag("--auto-finalize", upgrade_flags.auto_finalize,
+                    "with FILE: finalize once every instance is upgraded");
+  upgrade->add_flag("--express", upgrade_flags.express,
+                    "with FILE: upgrade every instance, components in dependency order, and "
+                    "finalize");
+  upgrade->add_option("--instances", upgrade_flags.instances,
+                      "upgrade these instances (a-0,a-1), one after another");
+  upgrade->add_option("--components", upgrade_flags.components,
+                      "upgrade every instance of these components (c,d)");
+  upgrade->add_flag("--finalize", upgrade_flags.finalize,
+                    "every instance upgraded: the new spec becomes the assembly's");
+  upgrade->add_flag("--cancel", upgrade_flags.cancel,
+                    "bring the upgraded instances back to the old spec, the same way");
+  upgrade->add_option("--domain", upgrade_flags.domain, "DNS domain of instance names")
+      ->capture_default_str();
+  add_client_flags(upgrade, true);
 
   CLI::App* stop = app.add_subcommand("stop", "stop every instance; the assembly is kept");
   stop->add_option("NAME", name, "assembly name")->required();
@@ -218,10 +242,10 @@ int main(int argc, char** argv) {
   run->add_option("--user", run_flags.user,
                   "root: act as this tenant (default: $TARN_USER); others act as themselves");
 
-  const std::set<std::string> known = {"validate", "explain", "launch", "list",    "status",
-                                       "flex",     "stop",    "start",  "destroy", "logs",
-                                       "nodes",    "queues",  "events", "server",  "run",
-                                       "whoami",   "token",   "audit",  "ui"};
+  const std::set<std::string> known = {"validate", "explain", "launch", "list",   "status",
+                                       "flex",     "upgrade", "stop",   "start",  "destroy",
+                                       "logs",     "nodes",   "queues", "events", "server",
+                                       "run",      "whoami",  "token",  "audit",  "ui"};
   const std::string first = argc > 1 ? argv[1] : "";
   if (!first.empty() && first[0] != '-' && known.count(first) == 0) {
     std::cerr << "tarn: unknown command \"" << first << "\" (commands: " << kCommands
@@ -247,6 +271,7 @@ int main(int argc, char** argv) {
   if (*list) return RunList(client);
   if (*status) return RunStatus(name, client);
   if (*flex) return RunFlex(name, component, count, client);
+  if (*upgrade) return RunUpgrade(upgrade_flags, client);
   if (*stop) return RunStop(name, client);
   if (*start) return RunStart(name, client);
   if (*destroy) return RunDestroy(name, client);
