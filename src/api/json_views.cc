@@ -18,7 +18,8 @@ json ContainerJson(const service::InstanceStatus& i) {
               {"ports", i.ports},
               {"restarts", i.restarts},
               {"last_exit", i.last_exit},
-              {"version", i.version}};
+              {"version", i.version},
+              {"ready", i.ready}};
 }
 
 json ResourcesJson(const scheduler::Resources& r) {

@@ -367,6 +367,7 @@ void Manager::HandleOne(const BackendEvent& e) {
       i.probe_in_flight = false;
       if (i.phase != Impl::Phase::kRunning) break;
       i.next_probe = d.clock.Now() + d.options.probe_interval;
+      if (i.unready_until) break;  // leaving the ready set for its upgrade
       if (e.ready != i.ready) {
         i.ready = e.ready;
         i.rec.state = e.ready ? kReady : kUnready;
@@ -402,6 +403,7 @@ std::optional<Clock::TimePoint> Manager::NextDeadline() const {
         if (i.phase == Impl::Phase::kBackoff) consider(i.restart_at);
         if (i.phase == Impl::Phase::kStopping) consider(i.stop_deadline);
         if (!i.stop_after.empty()) consider(i.stop_after_deadline);
+        if (i.unready_until) consider(*i.unready_until);
         if (i.phase == Impl::Phase::kRunning && probes && !i.probe_in_flight)
           consider(i.next_probe);
       }

@@ -57,6 +57,9 @@ struct InstanceStatus {
   std::string last_exit;    // how the last run ended, "" before any
   int64_t launch_time = 0;  // ms since the epoch of the current start; 0 when not started
   std::string version;      // the spec version it runs (the assembly's `version`)
+  // Running and passing its readiness check now, whatever `state` says during an upgrade
+  // (an instance UPGRADING serves until it is stopped): what a load balancer routes on.
+  bool ready = false;
 };
 
 struct ComponentStatus {

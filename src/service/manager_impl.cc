@@ -246,6 +246,7 @@ void Manager::Impl::Launch(Asm& a, Inst& i) {
   i.phase = Phase::kStarting;
   i.ready = false;
   i.probe_in_flight = false;
+  i.unready_until.reset();
   i.diagnostics = "starting" + OnNode(i.placement.node);
   if (a.preempted) Resumed(a, i);
   i.preempted.clear();

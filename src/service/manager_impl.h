@@ -96,6 +96,9 @@ struct Manager::Impl {
     // target spec; READY by upgrade_deadline, or the upgrade fails.
     bool upgrade_stop = false;
     std::optional<Clock::TimePoint> upgrade_deadline;
+    // Upgrading a READY instance: out of the ready set (DNS, `ready`) until then, and
+    // stopped then (tarn.upgrade.deregistration_delay_ms); probes do not bring it back.
+    std::optional<Clock::TimePoint> unready_until;
   };
 
   struct Comp {
@@ -260,6 +263,8 @@ struct Manager::Impl {
   // the deadline; auto-finalize and the end of a cancel.
   void RollUpgrade(Asm& a);
   void BeginUpgrade(Asm& a, Comp& c, Inst& i);
+  // Stops (or, not running, requeues) an instance for its upgrade to `target`.
+  void StopForUpgrade(Asm& a, Inst& i, const std::string& target);
   void FailUpgrade(Asm& a, Inst& i, const std::string& why);
   // rec.upgrade_json and the given instances' new upgrade states, in one transaction.
   Status CommitUpgrade(Asm& a, store::AssemblyRecord rec,

@@ -136,6 +136,25 @@ void Manager::Impl::BeginUpgrade(Asm& a, Comp& c, Inst& i) {
       clock.Now() + std::chrono::seconds(ts.components[c.spec_index].upgrade_deadline_secs);
   AddEvent(a, i.ref.component, i.ref.instance, "UPGRADING",
            "to version " + Version(target) + " from " + Version(i.rec.version));
+  const int64_t delay_ms = CompSpecOf(a, i).upgrade_deregistration_delay_ms;
+  if (i.phase == Phase::kRunning && i.ready && delay_ms > 0) {
+    // Out of the ready set first, still serving: whoever routes on it (a load balancer
+    // reading `ready`, a DNS cache of the component's name) stops sending before the stop.
+    i.upgrade_stop = true;
+    i.ready = false;
+    i.rec.state = kUnready;
+    i.unready_until = clock.Now() + std::chrono::milliseconds(delay_ms);
+    i.diagnostics = "out of the ready set for " + std::to_string(delay_ms) +
+                    " ms before its stop (tarn.upgrade.deregistration_delay_ms)";
+    AddEvent(a, i.ref.component, i.ref.instance, "UNREADY", i.diagnostics);
+    MarkDirty(a, i);
+    return;
+  }
+  StopForUpgrade(a, i, target);
+}
+
+void Manager::Impl::StopForUpgrade(Asm& a, Inst& i, const std::string& target) {
+  i.unready_until.reset();
   switch (i.phase) {
     case Phase::kStarting:
     case Phase::kRunning:
@@ -157,7 +176,7 @@ void Manager::Impl::BeginUpgrade(Asm& a, Comp& c, Inst& i) {
                "runs version " + Version(target) + " (it had finished its work)");
       break;
     default:
-      // Not started: its place was found for the old spec's resources.
+      // Not started (or waiting to restart): its place was found for the old spec's resources.
       ReleasePlace(i);
       i.upgrade_stop = true;
       UpgradeStopped(a, i);
@@ -195,6 +214,9 @@ void Manager::Impl::RollUpgrade(Asm& a) {
     bool all = true;
     for (auto& [idx, i] : c.instances) {
       if (i.remove) continue;
+      if (i.unready_until && (now >= *i.unready_until || i.phase != Phase::kRunning)) {
+        StopForUpgrade(a, i, target);  // its time out of the ready set is over, or it exited
+      }
       if (i.upgrade_stop && i.phase == Phase::kDone && i.rec.state == kStopped) {
         UpgradeStopped(a, i);  // stopped, but its exit was never reported
         Requeue(a, i);

@@ -9,8 +9,10 @@
 namespace tarn::service::testing_manager {
 namespace {
 
-// Three replicas behind a PORT readiness check: READY only once a probe says so.
-json Serving(const std::string& version, const std::string& command = "serve --v1") {
+// Three replicas behind a PORT readiness check: READY only once a probe says so. Stopped
+// for an upgrade at once unless `delay_ms` (tarn.upgrade.deregistration_delay_ms) says.
+json Serving(const std::string& version, const std::string& command = "serve --v1",
+             int delay_ms = 0) {
   json j = json::parse(R"({"name": "s", "components": [{"name": "srv",
       "number_of_containers": 3,
       "resource": {"cpus": 1, "memory": "64"},
@@ -18,6 +20,8 @@ json Serving(const std::string& version, const std::string& command = "serve --v
       "configuration": {"properties": {"tarn.stop.grace_secs": "5"}}}]})");
   j["version"] = version;
   j["components"][0]["launch_command"] = command;
+  j["components"][0]["configuration"]["properties"]["tarn.upgrade.deregistration_delay_ms"] =
+      std::to_string(delay_ms);
   return j;
 }
 
@@ -38,8 +42,8 @@ class ManagerUpgradeTest : public ManagerTest {
     Started(key);
     Probed(key, true);
   }
-  void LaunchServing() {
-    ASSERT_TRUE(Launch(Serving("1")).ok());
+  void LaunchServing(int delay_ms = 0) {
+    ASSERT_TRUE(Launch(Serving("1", "serve --v1", delay_ms)).ok());
     for (const char* k : {"alice/s/srv-0", "alice/s/srv-1", "alice/s/srv-2"}) Up(k);
     ASSERT_EQ(State("s"), "STABLE");
   }
@@ -71,6 +75,7 @@ TEST_F(ManagerUpgradeTest, ManualUpgradeRollsOneAtATimeGatedOnReadinessThenFinal
   for (const char* n : {"srv-0", "srv-1", "srv-2"}) {
     EXPECT_EQ(Instance("s", n).state, "NEEDS_UPGRADE");
     EXPECT_EQ(Instance("s", n).version, "1");
+    EXPECT_TRUE(Instance("s", n).ready) << n << " serves until it is stopped";
   }
   EXPECT_TRUE(backend_.stops.empty()) << "initiating stops nothing";
   Status early = manager_->FinalizeUpgrade("alice", "s");
@@ -84,6 +89,8 @@ TEST_F(ManagerUpgradeTest, ManualUpgradeRollsOneAtATimeGatedOnReadinessThenFinal
   EXPECT_EQ(backend_.stops, (std::vector<std::string>{"alice/s/srv-0"}));
   EXPECT_EQ(Instance("s", "srv-0").state, "UPGRADING");
   EXPECT_EQ(Instance("s", "srv-1").state, "UPGRADING");
+  EXPECT_FALSE(Instance("s", "srv-0").ready) << "stopping";
+  EXPECT_TRUE(Instance("s", "srv-1").ready) << "waiting for its turn, still serving";
   EXPECT_EQ(manager_->Get("alice", "s")->components[0].state, "UPGRADING");
   Exited("alice/s/srv-0", 143);
   // Started again under its name and index, with the new spec.
@@ -91,10 +98,12 @@ TEST_F(ManagerUpgradeTest, ManualUpgradeRollsOneAtATimeGatedOnReadinessThenFinal
   EXPECT_EQ(Instance("s", "srv-0").version, "2");
   EXPECT_EQ(Instance("s", "srv-0").container_id, "alice_s_srv-0_2");
   Started("alice/s/srv-0");
+  EXPECT_FALSE(Instance("s", "srv-0").ready);
   Advance(seconds(30));
   EXPECT_EQ(backend_.stops.size(), 1u) << "srv-1 waits while srv-0 is not READY";
   Probed("alice/s/srv-0", true);
   EXPECT_EQ(Instance("s", "srv-0").state, "READY");
+  EXPECT_TRUE(Instance("s", "srv-0").ready);
   EXPECT_EQ(backend_.stops, (std::vector<std::string>{"alice/s/srv-0", "alice/s/srv-1"}));
   Exited("alice/s/srv-1", 143);
   Up("alice/s/srv-1");
@@ -126,6 +135,43 @@ TEST_F(ManagerUpgradeTest, ManualUpgradeRollsOneAtATimeGatedOnReadinessThenFinal
   for (const char* n : {"srv-0", "srv-1", "srv-2"}) EXPECT_EQ(Instance("s", n).version, "2");
 }
 
+// A READY replica leaves the ready set (its `ready`, the component's DNS records) for the
+// delay before its stop, still running; probes saying READY meanwhile do not bring it back.
+TEST_F(ManagerUpgradeTest, ReadyInstanceLeavesTheReadySetForTheDelayBeforeItsStop) {
+  LaunchServing(/*delay_ms=*/1500);
+  ASSERT_TRUE(Initiate(Serving("2", "serve --v2", 1500), Manager::UpgradeMode::kAutoFinalize).ok());
+  ASSERT_TRUE(manager_->UpgradeComponents("alice", "s", {"srv"}).ok());
+  EXPECT_TRUE(backend_.stops.empty()) << "not stopped yet";
+  EXPECT_FALSE(Instance("s", "srv-0").ready);
+  EXPECT_EQ(Instance("s", "srv-0").version, "1") << "still running the old spec";
+  EXPECT_TRUE(Instance("s", "srv-1").ready) << "one at a time";
+  EXPECT_EQ(Events("UNREADY"), (std::vector<std::string>{"srv-0"}));
+  Advance(milliseconds(1000));
+  Probed("alice/s/srv-0", true);
+  EXPECT_FALSE(Instance("s", "srv-0").ready) << "a probe does not end the delay";
+  EXPECT_TRUE(backend_.stops.empty());
+  Advance(milliseconds(500));
+  EXPECT_EQ(backend_.stops, (std::vector<std::string>{"alice/s/srv-0"})) << "stopped at 1.5 s";
+  Exited("alice/s/srv-0", 143);
+  Up("alice/s/srv-0");
+  EXPECT_EQ(Instance("s", "srv-0").version, "2");
+  EXPECT_TRUE(Instance("s", "srv-0").ready);
+  EXPECT_FALSE(Instance("s", "srv-1").ready) << "the next one's turn: out of the ready set";
+  EXPECT_EQ(backend_.stops.size(), 1u);
+  // An instance that exits during its delay is not stopped: it starts on the new spec.
+  Exited("alice/s/srv-1", 1);
+  EXPECT_EQ(backend_.stops.size(), 1u);
+  EXPECT_EQ(Launched("alice/s/srv-1"), "2");
+  Up("alice/s/srv-1");
+  Advance(milliseconds(1500));
+  EXPECT_EQ(backend_.stops.back(), "alice/s/srv-2");
+  Exited("alice/s/srv-2", 143);
+  Up("alice/s/srv-2");
+  EXPECT_EQ(State("s"), "STABLE");
+  EXPECT_EQ(manager_->Get("alice", "s")->version, "2");
+  EXPECT_EQ(Events("UPGRADED"), (std::vector<std::string>{"srv-0", "srv-1", "srv-2"}));
+}
+
 TEST_F(ManagerUpgradeTest, ExpressUpgradesComponentsInDependencyOrderAndFinalizesItself) {
   json v1 = Training();
   ASSERT_TRUE(Launch(v1).ok());
@@ -139,14 +185,19 @@ TEST_F(ManagerUpgradeTest, ExpressUpgradesComponentsInDependencyOrderAndFinalize
       manager_->InitiateUpgrade("alice", Parse(v2), v2.dump(), Manager::UpgradeMode::kExpress)
           .ok());
   EXPECT_EQ(State("fmnist"), "EXPRESS_UPGRADING");
-  // ps first (the workers depend on it), one at a time (DEFAULT readiness: READY on start).
+  // ps first (the workers depend on it), one at a time (DEFAULT readiness: READY on start),
+  // each out of the ready set for the default 5 s (the registry's TTL) before its stop.
+  EXPECT_TRUE(backend_.stops.empty());
+  Advance(seconds(5));
   EXPECT_EQ(backend_.stops, (std::vector<std::string>{"alice/fmnist/ps-0"}));
   Exited("alice/fmnist/ps-0", 143);
   Started("alice/fmnist/ps-0");
+  Advance(seconds(5));
   EXPECT_EQ(backend_.stops.back(), "alice/fmnist/ps-1");
   Exited("alice/fmnist/ps-1", 143);
   EXPECT_EQ(backend_.stops.size(), 2u) << "the workers wait for every ps to be upgraded";
   Started("alice/fmnist/ps-1");
+  Advance(seconds(5));
   // Then both workers at once: max_unavailable 2.
   EXPECT_EQ(backend_.stops,
             (std::vector<std::string>{"alice/fmnist/ps-0", "alice/fmnist/ps-1",

@@ -151,6 +151,7 @@ InstanceStatus ViewInstance(const Manager::Impl& d, const Manager::Impl::Asm& a,
       break;
     case Phase::kRunning:
       v.state = i.ready ? kReady : kUnready;
+      v.ready = i.ready;
       v.launch_time = i.rec.launched_ms;
       break;
     case Phase::kStopping:

@@ -85,6 +85,9 @@ inline constexpr int64_t kMaxStopGraceSecs = 86400;
 // tarn.upgrade.progress_deadline_secs: Kubernetes' progressDeadlineSeconds, and its largest.
 inline constexpr int64_t kDefaultUpgradeDeadlineSecs = 600;
 inline constexpr int64_t kMaxUpgradeDeadlineSecs = 86400;
+// tarn.upgrade.deregistration_delay_ms: the registry's TTL (5 s), and its largest (10 min).
+inline constexpr int64_t kDefaultDeregistrationDelayMs = 5000;
+inline constexpr int64_t kMaxDeregistrationDelayMs = 600000;
 
 struct NamedPort {
   std::string name;  // lowercase, usable as an SRV service label and in TARN_PORT_<NAME>
@@ -136,8 +139,12 @@ struct Component {
   // tarn.upgrade.*: how an upgrade rolls through its instances (docs/upgrades.md): at most
   // max_unavailable of them down at once (Kubernetes' maxUnavailable; no surge), and each
   // READY within deadline_secs of its stop (progressDeadlineSeconds) or the upgrade stops.
+  // A READY instance leaves the ready set (DNS, `ready` in the API) deregistration_delay_ms
+  // before its stop, so that load balancers and DNS caches stop sending to it first (what
+  // an AWS target group's deregistration delay or a Kubernetes preStop sleep does).
   int64_t upgrade_max_unavailable = 1;
   int64_t upgrade_deadline_secs = kDefaultUpgradeDeadlineSecs;
+  int64_t upgrade_deregistration_delay_ms = kDefaultDeregistrationDelayMs;
 
   friend bool operator==(const Component&, const Component&) = default;
 };

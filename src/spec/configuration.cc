@@ -230,15 +230,16 @@ constexpr std::array<YarnProperty, 17> kYarnProperties = {{
     {"yarn.service.queue", PropKind::kNoEffect, 0},
 }};
 
-constexpr std::array<std::string_view, 9> kTarnKeys = {"tarn.tf.role",
-                                                       "tarn.tf.port",
-                                                       "tarn.ports",
-                                                       "tarn.ports.public",
-                                                       "tarn.gang",
-                                                       "tarn.priority",
-                                                       "tarn.stop.grace_secs",
-                                                       "tarn.upgrade.max_unavailable",
-                                                       "tarn.upgrade.progress_deadline_secs"};
+constexpr std::array<std::string_view, 10> kTarnKeys = {"tarn.tf.role",
+                                                        "tarn.tf.port",
+                                                        "tarn.ports",
+                                                        "tarn.ports.public",
+                                                        "tarn.gang",
+                                                        "tarn.priority",
+                                                        "tarn.stop.grace_secs",
+                                                        "tarn.upgrade.max_unavailable",
+                                                        "tarn.upgrade.progress_deadline_secs",
+                                                        "tarn.upgrade.deregistration_delay_ms"};
 
 // "http, grpc" -> {"http", "grpc"}; empty items are dropped.
 std::vector<std::string> SplitNames(const std::string& text) {
@@ -442,6 +443,13 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
                               std::to_string(kMaxUpgradeDeadlineSecs) +
                               " for an upgraded instance to be READY)");
       }
+    } else if (key == "tarn.upgrade.deregistration_delay_ms") {
+      auto ms = ParseInt64(value);
+      if (!ms || *ms < 0 || *ms > kMaxDeregistrationDelayMs) {
+        diags.Error(path, Quote(value) + " is not a delay (whole milliseconds from 0 to " +
+                              std::to_string(kMaxDeregistrationDelayMs) +
+                              " between leaving the ready set and the upgrade's stop)");
+      }
     } else if (IsAutoscaleKey(key)) {
       CheckAutoscaleProperty(key, value, path, service_level, diags);
     } else if (key.rfind("tarn.", 0) == 0) {
@@ -451,7 +459,8 @@ void CheckProperties(const std::map<std::string, std::string>& properties,
                             "; tarn knows tarn.tf.role, tarn.tf.port, tarn.ports, "
                             "tarn.ports.public, tarn.gang, tarn.priority, "
                             "tarn.stop.grace_secs, tarn.upgrade.max_unavailable, "
-                            "tarn.upgrade.progress_deadline_secs, tarn.autoscale.*");
+                            "tarn.upgrade.progress_deadline_secs, "
+                            "tarn.upgrade.deregistration_delay_ms, tarn.autoscale.*");
     } else if (key.rfind("yarn.service.", 0) == 0) {
       CheckYarnProperty(key, value, path, diags);
     }
@@ -509,6 +518,12 @@ TarnComponentProperties ReadTarnProperties(const std::map<std::string, std::stri
   if (auto it = merged.find("tarn.upgrade.progress_deadline_secs"); it != merged.end()) {
     auto secs = ParseInt64(it->second);
     if (secs && *secs >= 1 && *secs <= kMaxUpgradeDeadlineSecs) out.upgrade_deadline_secs = *secs;
+  }
+  if (auto it = merged.find("tarn.upgrade.deregistration_delay_ms"); it != merged.end()) {
+    auto ms = ParseInt64(it->second);
+    if (ms && *ms >= 0 && *ms <= kMaxDeregistrationDelayMs) {
+      out.upgrade_deregistration_delay_ms = *ms;
+    }
   }
   return out;
 }

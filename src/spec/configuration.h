@@ -35,6 +35,7 @@ struct TarnComponentProperties {
   int64_t stop_grace_secs = kDefaultStopGraceSecs;
   int64_t upgrade_max_unavailable = 1;
   int64_t upgrade_deadline_secs = kDefaultUpgradeDeadlineSecs;
+  int64_t upgrade_deregistration_delay_ms = kDefaultDeregistrationDelayMs;
 };
 
 // Reads the typed values from merged properties that CheckProperties accepted.

@@ -399,6 +399,7 @@ class Parser {
     c.stop_grace_secs = tarn.stop_grace_secs;
     c.upgrade_max_unavailable = tarn.upgrade_max_unavailable;
     c.upgrade_deadline_secs = tarn.upgrade_deadline_secs;
+    c.upgrade_deregistration_delay_ms = tarn.upgrade_deregistration_delay_ms;
     c.autoscale = ReadAutoscale(c.configuration.properties, c, path, diags_);
     for (const std::string& name : c.public_ports) {
       std::string known;

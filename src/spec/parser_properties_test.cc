@@ -152,12 +152,20 @@ TEST(ParserTest, UpgradePropertiesHaveKubernetesDefaultsAndBounds) {
   const Component plain = Ok(ParseJson(Base())).components[0];
   EXPECT_EQ(plain.upgrade_max_unavailable, 1);
   EXPECT_EQ(plain.upgrade_deadline_secs, 600) << "progressDeadlineSeconds";
+  EXPECT_EQ(plain.upgrade_deregistration_delay_ms, 5000) << "the registry's TTL";
   const Component set =
       Ok(ParseJson(WithProps(Base(), {{"tarn.upgrade.max_unavailable", "2"},
-                                      {"tarn.upgrade.progress_deadline_secs", "90"}})))
+                                      {"tarn.upgrade.progress_deadline_secs", "90"},
+                                      {"tarn.upgrade.deregistration_delay_ms", "0"}})))
           .components[0];
   EXPECT_EQ(set.upgrade_max_unavailable, 2);
   EXPECT_EQ(set.upgrade_deadline_secs, 90);
+  EXPECT_EQ(set.upgrade_deregistration_delay_ms, 0);
+  for (const char* bad : {"-1", "600001", "1s", "0.5"}) {
+    ExpectOneError(WithProps(Base(), {{"tarn.upgrade.deregistration_delay_ms", bad}}),
+                   kProps + "[\"tarn.upgrade.deregistration_delay_ms\"]",
+                   "is not a delay (whole milliseconds from 0 to 600000");
+  }
   for (const char* bad : {"0", "-1", "all", "1.5"}) {
     ExpectOneError(WithProps(Base(), {{"tarn.upgrade.max_unavailable", bad}}),
                    kProps + "[\"tarn.upgrade.max_unavailable\"]", "is not a number of instances");
