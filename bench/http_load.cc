@@ -8,12 +8,6 @@
 //                  [--connections 64] [--threads 2] [--duration 10] [--warmup 2]
 // Prints one JSON object: rps, latency_p50_ms, latency_p99_ms, requests, errors, non_2xx.
 // Exits 1 when an answer is not 2xx or a connection fails: a figure of errors is no figure.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +19,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "http_wire.h"
 
 namespace {
 
@@ -85,30 +81,8 @@ Flags Parse(int argc, char** argv) {
 }
 
 int Connect(const Flags& f) {
-  int fd = -1;
-  if (!f.unix_path.empty()) {
-    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", f.unix_path.c_str());
-    if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      ::close(fd);
-      return -1;
-    }
-    return fd;
-  }
-  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(f.port));
-  if (::inet_pton(AF_INET, f.host.c_str(), &a.sin_addr) != 1 ||
-      ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
+  return f.unix_path.empty() ? tarn::bench::ConnectTcp(f.host, f.port)
+                             : tarn::bench::ConnectUnix(f.unix_path);
 }
 
 struct Conn {
@@ -116,43 +90,6 @@ struct Conn {
   std::string in;  // bytes read past the last answer
   Clock::time_point sent;
 };
-
-bool WriteAll(int fd, const std::string& data) {
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-// Reads one answer (a head with Content-Length, and its body); its status, or -1.
-int ReadAnswer(Conn& c) {
-  char buf[16384];
-  size_t head_end;
-  while ((head_end = c.in.find("\r\n\r\n")) == std::string::npos) {
-    const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
-    if (n <= 0) return -1;
-    c.in.append(buf, static_cast<size_t>(n));
-  }
-  if (c.in.compare(0, 9, "HTTP/1.1 ") != 0) return -1;
-  const int status = std::atoi(c.in.c_str() + 9);
-  size_t length = 0;
-  for (size_t at = c.in.find("\r\n"); at < head_end; at = c.in.find("\r\n", at + 2)) {
-    if (::strncasecmp(c.in.c_str() + at + 2, "content-length:", 15) == 0) {
-      length = std::strtoul(c.in.c_str() + at + 17, nullptr, 10);
-    }
-  }
-  const size_t total = head_end + 4 + length;
-  while (c.in.size() < total) {
-    const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
-    if (n <= 0) return -1;
-    c.in.append(buf, static_cast<size_t>(n));
-  }
-  c.in.erase(0, total);
-  return status;
-}
 
 struct Tally {
   std::vector<double> latencies_ms;
@@ -165,10 +102,10 @@ void Drive(std::vector<Conn>& conns, const std::string& request, Clock::time_poi
   while (Clock::now() < until) {
     for (Conn& c : conns) {
       c.sent = Clock::now();
-      if (!WriteAll(c.fd, request)) ++t->errors;
+      if (!tarn::bench::WriteAll(c.fd, request)) ++t->errors;
     }
     for (Conn& c : conns) {
-      const int status = ReadAnswer(c);
+      const int status = tarn::bench::ReadAnswer(c.fd, c.in);
       const Clock::time_point done = Clock::now();
       if (done < from) continue;
       if (status < 0) {
