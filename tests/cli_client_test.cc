@@ -483,6 +483,7 @@ TEST(ClientErrorTest, MissingArgumentIsAUsageError) {
 // ---------------------------------------------------------------------------------------
 // status, flex, logs
 
+// The fake server has no metrics route: no MODELS column (cli_format_test.cc has one).
 TEST_F(ClientTest, StatusRendersAlignedTables) {
   CommandResult run = RunTarn({"status", "sleeper"}, Env());
   EXPECT_EQ(run.exit_code, 0) << run.err;

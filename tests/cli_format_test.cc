@@ -1,5 +1,6 @@
 // Unit tests of the client's formatting: the table, the server address, the one-line HTTP
-// error, ages and the nodes, queues and events tables. Linked into cli_client_test.
+// error, ages, the status's MODELS column and the nodes, queues and events tables. Linked
+// into cli_client_test.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -116,3 +117,53 @@ TEST(FormatTest, NodesQueuesEvents) {
 }
 
 }  // namespace
+
+// The replicas' rollout labels from the scraped tarn_serve_version_label: only what the last
+// scrape had (a canary since promoted is gone), shown as a MODELS column.
+TEST(FormatTest, ServedLabelsFromTheLastScrapeAreAModelsColumn) {
+  json service = {
+      {"name", "web"},
+      {"components",
+       {{{"name", "serving"},
+         {"containers",
+          {{{"component_instance_name", "serving-0"}, {"state", "READY"}, {"version", "1"}},
+           {{"component_instance_name", "serving-1"}, {"state", "READY"}, {"version", "1"}},
+           {{"component_instance_name", "serving-2"}, {"state", "READY"}, {"version", "1"}}}}}}}};
+  auto label = [](const char* name, int64_t t, double v) {
+    return json{{"name", "tarn_serve_version_label"},
+                {"labels", {{"model", "fmnist"}, {"label", name}}},
+                {"points", {{t, v}}}};
+  };
+  const json metrics = {
+      {"instances",
+       {{{"instance", "serving-0"},
+         {"last_scrape_ms", 2000},
+         {"series", {label("stable", 2000, 3), label("canary", 2000, 4)}}},
+        {{"instance", "serving-1"},
+         {"last_scrape_ms", 2000},
+         {"series", {label("stable", 2000, 4), label("canary", 1000, 4)}}},  // promoted
+        {{"instance", "serving-2"},
+         {"last_scrape_ms", 3000},
+         {"series", {label("stable", 2000, 3)}}},
+        {{"instance", "serving-9"},
+         {"last_scrape_ms", 2000},
+         {"series", {label("stable", 2000, 3)}}}}}};
+  const std::string plain = tarn::cli::FormatServiceStatus(service, 0);
+  EXPECT_EQ(plain.find("MODELS"), std::string::npos) << "no labels, no column:\n" << plain;
+  tarn::cli::AddServedLabels(service, metrics);
+  const json& c = service["components"][0]["containers"];
+  EXPECT_EQ(c[0]["served_labels"], (json{{"fmnist", {{"stable", 3}, {"canary", 4}}}}));
+  EXPECT_EQ(c[1]["served_labels"], (json{{"fmnist", {{"stable", 4}}}}));
+  EXPECT_FALSE(c[2].contains("served_labels")) << "its last scrape failed: nothing known now";
+  const std::string out = tarn::cli::FormatServiceStatus(service, 0);
+  EXPECT_NE(out.find("INSTANCE   STATE  VERSION  MODELS"), std::string::npos) << out;
+  EXPECT_NE(out.find("serving-0  READY  1        fmnist stable 3 canary 4"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("serving-1  READY  1        fmnist stable 4 "), std::string::npos) << out;
+  EXPECT_NE(out.find("serving-2  READY  1        -"), std::string::npos) << out;
+  // Bad input is skipped, never thrown on.
+  json other = service;
+  tarn::cli::AddServedLabels(other, json{{"instances", {{{"series", "x"}}, 3, json()}}});
+  tarn::cli::AddServedLabels(other, json::array());
+  EXPECT_EQ(other, service);
+}

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <map>
+#include <vector>
 
 #include "cli/table.h"
 
@@ -152,6 +154,27 @@ std::string FormatServiceList(const json& services, int64_t now_ms) {
   return table.Render();
 }
 
+namespace {
+
+// {"fmnist": {"stable": 3, "canary": 4}} -> "fmnist stable 3 canary 4"; "-" when none.
+std::string ServedLabels(const json& models) {
+  std::string out;
+  if (!models.is_object()) return kNone;
+  for (const auto& [model, labels] : models.items()) {
+    if (!labels.is_object()) continue;
+    std::string one = model;
+    // stable first, then the rest (canary) by name.
+    if (labels.contains("stable")) one += " stable " + labels["stable"].dump();
+    for (const auto& [label, version] : labels.items()) {
+      if (label != "stable") one += " " + label + " " + version.dump();
+    }
+    out += (out.empty() ? "" : "; ") + one;
+  }
+  return out.empty() ? kNone : out;
+}
+
+}  // namespace
+
 std::string FormatServiceStatus(const json& service, int64_t now_ms) {
   Table head({"SERVICE", "STATE", "VERSION", "USER", "QUEUE", "PRIORITY", "AGE", "LIFETIME",
               "DIAGNOSTICS"});
@@ -166,19 +189,34 @@ std::string FormatServiceStatus(const json& service, int64_t now_ms) {
                Text(service, "diagnostics")});
 
   Table components({"COMPONENT", "STATE", "READY", "DIAGNOSTICS"});
-  Table containers({"INSTANCE", "STATE", "VERSION", "HOST", "IP", "NODE", "GPUS", "RESTARTS", "AGE",
-                    "LAST EXIT", "DIAGNOSTICS"});
+  bool models = false;
+  for (const json& c : Array(service, "components")) {
+    for (const json& k : Array(c, "containers")) models |= Field(k, "served_labels").is_object();
+  }
+  std::vector<std::string> columns = {"INSTANCE", "STATE",     "VERSION",    "HOST",
+                                      "IP",       "NODE",      "GPUS",       "RESTARTS",
+                                      "AGE",      "LAST EXIT", "DIAGNOSTICS"};
+  if (models) columns.insert(columns.begin() + 3, "MODELS");
+  Table containers(columns);
   for (const json& c : Array(service, "components")) {
     components.AddRow({Text(c, "name"), Text(c, "state"),
                        std::to_string(Int(c, "ready_containers")) + "/" +
                            std::to_string(Int(c, "number_of_containers")),
                        Text(c, "diagnostics")});
     for (const json& k : Array(c, "containers")) {
-      containers.AddRow({Text(k, "component_instance_name"), Text(k, "state"), Text(k, "version"),
-                         Text(k, "hostname"), Text(k, "ip"), Text(k, "bare_host"),
-                         JoinInts(Field(k, "gpus")), std::to_string(Int(k, "restarts")),
-                         Age(k, "launch_time", now_ms), Text(k, "last_exit"),
-                         Text(k, "diagnostics")});
+      std::vector<std::string> row = {Text(k, "component_instance_name"),
+                                      Text(k, "state"),
+                                      Text(k, "version"),
+                                      Text(k, "hostname"),
+                                      Text(k, "ip"),
+                                      Text(k, "bare_host"),
+                                      JoinInts(Field(k, "gpus")),
+                                      std::to_string(Int(k, "restarts")),
+                                      Age(k, "launch_time", now_ms),
+                                      Text(k, "last_exit"),
+                                      Text(k, "diagnostics")};
+      if (models) row.insert(row.begin() + 3, ServedLabels(Field(k, "served_labels")));
+      containers.AddRow(row);
     }
   }
   std::string out = head.Render();
@@ -192,6 +230,41 @@ std::string FormatServiceStatus(const json& service, int64_t now_ms) {
   out += "\n" + components.Render();
   if (containers.rows() > 0) out += "\n" + containers.Render();
   return out;
+}
+
+void AddServedLabels(json& service, const json& metrics) {
+  std::map<std::string, json> by_instance;
+  for (const json& i : Array(metrics, "instances")) {
+    const json& last = Field(i, "last_scrape_ms");
+    if (!last.is_number_integer()) continue;
+    json models = json::object();
+    for (const json& s : Array(i, "series")) {
+      const json& points = Field(s, "points");
+      const json& labels = Field(s, "labels");
+      if (Field(s, "name") != "tarn_serve_version_label" || !points.is_array() || points.empty() ||
+          !labels.is_object()) {
+        continue;
+      }
+      const json& newest = points.back();
+      if (!newest.is_array() || newest.size() != 2 || !newest[0].is_number() ||
+          !newest[1].is_number() || newest[0].get<int64_t>() != last.get<int64_t>()) {
+        continue;  // not in the last scrape: the label is gone, or the scrape failed
+      }
+      const std::string model = labels.value("model", ""), label = labels.value("label", "");
+      if (model.empty() || label.empty()) continue;
+      models[model][label] = static_cast<int64_t>(newest[1].get<double>());
+    }
+    if (!models.empty()) by_instance[i.value("instance", "")] = std::move(models);
+  }
+  if (!service.contains("components") || !service["components"].is_array()) return;
+  for (json& c : service["components"]) {
+    if (!c.is_object() || !c.contains("containers") || !c["containers"].is_array()) continue;
+    for (json& k : c["containers"]) {
+      if (!k.is_object()) continue;
+      auto it = by_instance.find(k.value("component_instance_name", ""));
+      if (it != by_instance.end()) k["served_labels"] = it->second;
+    }
+  }
 }
 
 std::string FormatProgress(const json& service) {

@@ -23,8 +23,17 @@ std::string FormatMemoryMb(int64_t mb);
 std::string FormatServiceList(const nlohmann::json& services, int64_t now_ms);
 
 // GET /app/v1/services/NAME: the service row, the component rows and one row per container
-// (INSTANCE STATE HOST IP NODE GPUS RESTARTS AGE LAST EXIT DIAGNOSTICS), blank-line separated.
+// (INSTANCE STATE VERSION [MODELS] HOST IP NODE GPUS RESTARTS AGE LAST EXIT DIAGNOSTICS),
+// blank-line separated. MODELS, when a container has `served_labels` (AddServedLabels):
+// "fmnist stable 3 canary 4".
 std::string FormatServiceStatus(const nlohmann::json& service, int64_t now_ms);
+
+// Adds to each of `service`'s containers the versions its model server's rollout labels
+// name, `"served_labels": {"fmnist": {"stable": 3, "canary": 4}}`, from GET
+// /tarn/v1/services/NAME/metrics?series=tarn_serve_version_label (tarn-serve's gauge): only
+// the series the instance's last scrape had, so a label since removed (a canary promoted or
+// rolled back) is not shown. Containers without any are left as they are.
+void AddServedLabels(nlohmann::json& service, const nlohmann::json& metrics);
 
 // One line that sums up a service for `tarn launch --wait`: its state, the ready count of
 // each component, what the first waiting instance waits for, and the diagnostics.

@@ -33,8 +33,29 @@ int RunList(const ClientFlags& flags) {
 }
 
 int RunStatus(const std::string& name, const ClientFlags& flags) {
-  return Show(ServicePath(name), flags,
-              [](const json& service) { return FormatServiceStatus(service, NowMs()); });
+  int exit_code = 0;
+  auto client = OpenClient(flags, &exit_code);
+  if (!client) return exit_code;
+  auto service = client->Get(ServicePath(name));
+  if (!service.ok()) return PrintError(service.status());
+  if (flags.output == "json") {
+    PrintJson(*service);  // the server's answer as it is
+    return 0;
+  }
+  // The model servers' rollout labels (MODELS), from the metrics the server scraped; the
+  // status stands without them (a server that scrapes nothing, an older server).
+  const std::string metrics = "/tarn/v1/services/" + UrlEncode(name) + "/metrics";
+  for (int64_t offset = 0;; offset += 100) {
+    auto page = client->Get(metrics, {{"series", "tarn_serve_version_label"},
+                                      {"max_points", "1"},
+                                      {"limit", "100"},
+                                      {"offset", std::to_string(offset)}});
+    if (!page.ok()) break;
+    AddServedLabels(*service, *page);
+    if (offset + 100 >= page->value("total", int64_t{0})) break;
+  }
+  std::cout << FormatServiceStatus(*service, NowMs());
+  return 0;
 }
 
 int RunFlex(const std::string& name, const std::string& component, int64_t count,
