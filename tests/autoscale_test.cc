@@ -32,27 +32,11 @@ namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using tarn::testing::AddressList;
 using tarn::testing::CallApi;
 using tarn::testing::Reply;
 using tarn::testing::ServerProcess;
 using tarn::testing::WaitFor;
-
-// The READY replicas' addresses, refreshed by Refresh() and read by the clients.
-class Addresses {
- public:
-  void Set(std::vector<std::string> ips) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ips_ = std::move(ips);
-  }
-  std::vector<std::string> Get() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return ips_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> ips_;
-};
 
 // What the clients saw.
 struct Tally {
@@ -138,7 +122,7 @@ class AutoscaleE2eTest : public ::testing::Test {
 
 // One client: requests back to back (or `pause` apart), round robin over the addresses,
 // until `stop`.
-void Client(const Addresses& addresses, const std::string& body, std::chrono::milliseconds pause,
+void Client(const AddressList& addresses, const std::string& body, std::chrono::milliseconds pause,
             const std::atomic<bool>& stop, Tally& tally) {
   std::map<std::string, std::unique_ptr<httplib::Client>> clients;
   size_t next = 0;
@@ -228,7 +212,7 @@ TEST_F(AutoscaleE2eTest, LoadScalesTheServersUpToMaxAndItsEndTakesThemBackOneAtA
   // 16 images a request: the replica's own time, what in flight counts, dominates.
   const std::string body = json{{"instances", std::vector<json>(16, json::array({rows}))}}.dump();
 
-  Addresses addresses;
+  AddressList addresses;
   addresses.Set(Ready());
   std::atomic<bool> stop_refresh{false}, stop_heavy{false}, stop_light{false};
   std::thread refresh([&] {

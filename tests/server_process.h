@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -239,5 +240,23 @@ inline bool WaitFor(const std::string& what, std::chrono::milliseconds timeout,
   ADD_FAILURE() << "timed out waiting for " << what;
   return false;
 }
+
+// The READY replicas' addresses for load-generating clients: one thread refreshes them from
+// the API (Set), every client reads them (Get) before each request.
+class AddressList {
+ public:
+  void Set(std::vector<std::string> ips) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ips_ = std::move(ips);
+  }
+  std::vector<std::string> Get() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ips_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<std::string> ips_;
+};
 
 }  // namespace tarn::testing

@@ -34,27 +34,11 @@ namespace {
 
 using json = nlohmann::json;
 using namespace std::chrono_literals;
+using tarn::testing::AddressList;
 using tarn::testing::CallApi;
 using tarn::testing::Reply;
 using tarn::testing::ServerProcess;
 using tarn::testing::WaitFor;
-
-// The ready replicas' addresses, refreshed by one thread and read by the clients.
-class ReadyList {
- public:
-  void Set(std::vector<std::string> ips) {
-    std::lock_guard<std::mutex> lock(mu_);
-    ips_ = std::move(ips);
-  }
-  std::vector<std::string> Get() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return ips_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> ips_;
-};
 
 struct Outcome {
   std::atomic<int64_t> answered{0};
@@ -148,7 +132,7 @@ class UpgradeE2eTest : public ::testing::Test {
 
 // One client: requests back to back, alternating between the ready replicas; a request that
 // gets no answer at all (refused, reset, closed) is asked once of the other replica.
-void Client(const ReadyList& ready, const std::string& body, const std::atomic<bool>& upgrading,
+void Client(const AddressList& ready, const std::string& body, const std::atomic<bool>& upgrading,
             const std::atomic<bool>& stop, Outcome& out) {
   std::map<std::string, std::unique_ptr<httplib::Client>> clients;
   size_t turn = 0;
@@ -222,7 +206,7 @@ TEST_F(UpgradeE2eTest, RollingUpgradeOfTwoReplicasUnderFourClientsFailsNoRequest
   json rows = json::array();
   for (int k = 0; k < 28; ++k) rows.push_back(std::vector<float>(28, 0.5f));
   const std::string body = json{{"instances", json::array({json::array({rows})})}}.dump();
-  ReadyList ready;
+  AddressList ready;
   ready.Set(ReadyIps());
   std::atomic<bool> stop{false}, stop_refresh{false}, upgrading{false};
   std::thread refresh([&] {
