@@ -9,29 +9,11 @@
 #include "cli/client_session.h"
 #include "cli/commands.h"
 #include "common/dns_name.h"
+#include "spec/configuration.h"
 
 namespace tarn::cli {
-namespace {
 
 using json = nlohmann::json;
-
-// "a-0, a-1" -> {"a-0", "a-1"}; empty items dropped.
-std::vector<std::string> Names(const std::string& text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    size_t comma = text.find(',', at);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(at, comma - at);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-    at = comma + 1;
-  }
-  return out;
-}
-
-}  // namespace
 
 int RunUpgrade(const UpgradeFlags& upgrade, const ClientFlags& flags) {
   const int actions = (!upgrade.file.empty() ? 1 : 0) + (!upgrade.instances.empty() ? 1 : 0) +
@@ -57,7 +39,7 @@ int RunUpgrade(const UpgradeFlags& upgrade, const ClientFlags& flags) {
   if (!upgrade.instances.empty() || !upgrade.components.empty()) {
     const bool by_instance = !upgrade.instances.empty();
     const std::vector<std::string> names =
-        Names(by_instance ? upgrade.instances : upgrade.components);
+        spec::SplitNames(by_instance ? upgrade.instances : upgrade.components);
     if (names.empty()) {
       std::cerr << "tarn upgrade: " << (by_instance ? "--instances" : "--components")
                 << " names nothing\n";

@@ -83,6 +83,17 @@ Status NotUpgrading(const Impl::Asm& a) {
                                  a.rec.name + " FILE)");
 }
 
+// The assembly whose upgrade instances or components are asked for; else why not.
+StatusOr<Impl::Asm*> AskableUpgrade(Impl& d, const std::string& user, const std::string& name) {
+  Impl::Asm* a = FindUpgradable(d, user, name);
+  if (a == nullptr) return AssemblyNotFoundError(name);
+  if (!a->upgrade) return NotUpgrading(*a);
+  if (a->upgrade->state == kUpgradeCancel) {
+    return FailedPreconditionError("assembly " + name + "'s upgrade is being cancelled");
+  }
+  return a;
+}
+
 }  // namespace
 
 const spec::Assembly& Manager::Impl::SpecOf(const Asm& a, const Inst& i) const {
@@ -483,12 +494,9 @@ Status Manager::InitiateUpgrade(const std::string& user, const spec::Assembly& a
 Status Manager::UpgradeInstances(const std::string& user, const std::string& name,
                                  const std::vector<std::string>& instances) {
   Impl& d = *impl_;
-  Impl::Asm* a = FindUpgradable(d, user, name);
-  if (a == nullptr) return AssemblyNotFoundError(name);
-  if (!a->upgrade) return NotUpgrading(*a);
-  if (a->upgrade->state == kUpgradeCancel) {
-    return FailedPreconditionError("assembly " + name + "'s upgrade is being cancelled");
-  }
+  StatusOr<Impl::Asm*> askable = AskableUpgrade(d, user, name);
+  if (!askable.ok()) return askable.status();
+  Impl::Asm* a = *askable;
   if (instances.empty()) return InvalidArgumentError("instances: name at least one instance");
   std::vector<Impl::Inst*> insts;
   std::string what;
@@ -511,12 +519,9 @@ Status Manager::UpgradeInstances(const std::string& user, const std::string& nam
 Status Manager::UpgradeComponents(const std::string& user, const std::string& name,
                                   const std::vector<std::string>& components) {
   Impl& d = *impl_;
-  Impl::Asm* a = FindUpgradable(d, user, name);
-  if (a == nullptr) return AssemblyNotFoundError(name);
-  if (!a->upgrade) return NotUpgrading(*a);
-  if (a->upgrade->state == kUpgradeCancel) {
-    return FailedPreconditionError("assembly " + name + "'s upgrade is being cancelled");
-  }
+  StatusOr<Impl::Asm*> askable = AskableUpgrade(d, user, name);
+  if (!askable.ok()) return askable.status();
+  Impl::Asm* a = *askable;
   if (components.empty()) return InvalidArgumentError("components: name at least one component");
   std::vector<Impl::Inst*> insts;
   std::string what;

@@ -11,6 +11,22 @@
 #include "spec/object_reader.h"
 
 namespace tarn::spec {
+
+std::vector<std::string> SplitNames(const std::string& text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = text.find(',', at);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(at, comma - at);
+    item.erase(0, item.find_first_not_of(" \t"));
+    item.erase(item.find_last_not_of(" \t") + 1);
+    if (!item.empty()) out.push_back(item);
+    at = comma + 1;
+  }
+  return out;
+}
+
 namespace {
 
 using json = nlohmann::json;
@@ -240,22 +256,6 @@ constexpr std::array<std::string_view, 10> kTarnKeys = {"tarn.tf.role",
                                                         "tarn.upgrade.max_unavailable",
                                                         "tarn.upgrade.progress_deadline_secs",
                                                         "tarn.upgrade.deregistration_delay_ms"};
-
-// "http, grpc" -> {"http", "grpc"}; empty items are dropped.
-std::vector<std::string> SplitNames(const std::string& text) {
-  std::vector<std::string> out;
-  size_t at = 0;
-  while (at <= text.size()) {
-    size_t comma = text.find(',', at);
-    if (comma == std::string::npos) comma = text.size();
-    std::string item = text.substr(at, comma - at);
-    item.erase(0, item.find_first_not_of(" \t"));
-    item.erase(item.find_last_not_of(" \t") + 1);
-    if (!item.empty()) out.push_back(item);
-    at = comma + 1;
-  }
-  return out;
-}
 
 // " (did you mean "x"?)" for the nearest of `names` within 3 edits, else "".
 std::string NearestHint(std::string_view key, const std::vector<std::string_view>& names) {

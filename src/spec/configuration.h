@@ -41,6 +41,10 @@ struct TarnComponentProperties {
 // Reads the typed values from merged properties that CheckProperties accepted.
 TarnComponentProperties ReadTarnProperties(const std::map<std::string, std::string>& merged);
 
+// "http, grpc" -> {"http", "grpc"}: a comma-separated list, each item trimmed of blanks,
+// empty items dropped.
+std::vector<std::string> SplitNames(const std::string& text);
+
 // Parses "grpc:2222,http:8501"; an error message says what is wrong.
 StatusOr<std::vector<NamedPort>> ParsePortList(const std::string& text);
 
