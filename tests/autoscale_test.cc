@@ -35,7 +35,6 @@ using namespace std::chrono_literals;
 using tarn::testing::AddressList;
 using tarn::testing::CallApi;
 using tarn::testing::Reply;
-using tarn::testing::ServerProcess;
 using tarn::testing::WaitFor;
 
 // What the clients saw.
@@ -47,38 +46,16 @@ struct Tally {
   std::map<std::string, int64_t> by_replica;  // answered, by replica address
 };
 
-class AutoscaleE2eTest : public ::testing::Test {
+class AutoscaleE2eTest : public tarn::testing::ServerTest {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (containers)";
-    char tmpl[] = "/tmp/tarn-autoscale-test-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    ::chmod(dir_.c_str(), 0711);
-    range_lock_ = tarn::testing::LockAddressRange(&range_);
-    ASSERT_GE(range_lock_, 0) << "no free test address range";
-    const json config = {
-        {"probe_interval_ms", 100},
-        {"address_range", range_},
-        {"dns_upstream", json::array()},
-        {"metrics", {{"scrape_interval_ms", 500}, {"scrape_timeout_ms", 400}}},
-        {"nodes", json::array({{{"name", "node-1"}, {"vcores", 8}, {"memory_mb", 8192}}})}};
-    std::ofstream(dir_ + "/config.json") << config.dump(2);
-    server_ = std::make_unique<ServerProcess>(dir_ + "/state", dir_ + "/config.json");
-    ASSERT_TRUE(server_->Start()) << server_->log();
+    StartServer(
+        "autoscale",
+        {{"metrics", {{"scrape_interval_ms", 500}, {"scrape_timeout_ms", 400}}},
+         {"nodes", json::array({{{"name", "node-1"}, {"vcores", 8}, {"memory_mb", 8192}}})}});
   }
-  void TearDown() override {
-    if (server_) {
-      if (Call("GET", "/app/v1/services/web").status == 200) {
-        Call("DELETE", "/app/v1/services/web");
-        WaitFor("web to be destroyed", 60s,
-                [&] { return Call("GET", "/app/v1/services/web").status == 404; });
-      }
-      EXPECT_TRUE(server_->Terminate()) << server_->log();
-      server_.reset();
-    }
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-    if (range_lock_ >= 0) ::close(range_lock_);
-  }
+  void TearDown() override { StopServer({{"alice", "web"}}); }
   Reply Call(const std::string& method, const std::string& path, const json& body = json()) {
     return CallApi(*server_, method, path, body, "alice");
   }
@@ -114,10 +91,6 @@ class AutoscaleE2eTest : public ::testing::Test {
     }
     return out;
   }
-
-  std::string dir_, range_;
-  int range_lock_ = -1;
-  std::unique_ptr<ServerProcess> server_;
 };
 
 // One client: requests back to back (or `pause` apart), round robin over the addresses,

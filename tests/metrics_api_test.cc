@@ -23,7 +23,6 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 using tarn::testing::CallApi;
 using tarn::testing::Reply;
-using tarn::testing::ServerProcess;
 using tarn::testing::WaitFor;
 
 // Each GET /metrics counts itself, and observes 10 latencies: 2 up to 0.1 s, 6 in (0.1, 0.5],
@@ -54,42 +53,21 @@ class H(http.server.BaseHTTPRequestHandler):
 http.server.HTTPServer((sys.argv[1], int(sys.argv[2])), H).serve_forever()
 )";
 
-class MetricsApiTest : public ::testing::Test {
+class MetricsApiTest : public tarn::testing::ServerTest {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (containers)";
-    char tmpl[] = "/tmp/tarn-metrics-test-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    ::chmod(dir_.c_str(), 0711);
-    range_lock_ = tarn::testing::LockAddressRange(&range_);
-    ASSERT_GE(range_lock_, 0) << "no free test address range";
+    StartServer(
+        "metrics",
+        {{"metrics",
+          {{"scrape_interval_ms", 300}, {"scrape_timeout_ms", 300}, {"points_per_series", 50}}},
+         {"nodes",
+          json::array({{{"name", "node-1"}, {"vcores", 64}, {"memory_mb", 65536}, {"gpus", 0}}})}});
+    if (HasFatalFailure()) return;
     std::ofstream(dir_ + "/exporter.py") << kExporter;
     ::chmod((dir_ + "/exporter.py").c_str(), 0644);
-    const json config = {
-        {"probe_interval_ms", 100},
-        {"address_range", range_},
-        {"dns_upstream", json::array()},
-        {"metrics", {{"scrape_interval_ms", 300}, {"scrape_timeout_ms", 300},
-                     {"points_per_series", 50}}},
-        {"nodes",
-         json::array({{{"name", "node-1"}, {"vcores", 64}, {"memory_mb", 65536}, {"gpus", 0}}})}};
-    std::ofstream(dir_ + "/config.json") << config.dump(2);
-    server_ = std::make_unique<ServerProcess>(dir_ + "/state", dir_ + "/config.json");
-    ASSERT_TRUE(server_->Start()) << server_->log();
   }
-  void TearDown() override {
-    if (server_) {
-      const std::string path = "/app/v1/services/metered";
-      if (Call("GET", path).status == 200) {
-        Call("DELETE", path);
-        WaitFor("metered to be destroyed", 30s, [&] { return Call("GET", path).status == 404; });
-      }
-      EXPECT_TRUE(server_->Terminate()) << server_->log();
-      server_.reset();
-    }
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-    if (range_lock_ >= 0) ::close(range_lock_);
-  }
+  void TearDown() override { StopServer({{"alice", "metered"}}, 30s); }
   Reply Call(const std::string& method, const std::string& path, const json& body = json(),
              const std::string& user = "alice") {
     return CallApi(*server_, method, path, body, user);
@@ -105,10 +83,6 @@ class MetricsApiTest : public ::testing::Test {
     }
     return json();
   }
-
-  std::string dir_, range_;
-  int range_lock_ = -1;
-  std::unique_ptr<ServerProcess> server_;
 };
 
 TEST_F(MetricsApiTest, TheServerKeepsEachInstancesSeriesAndServesThemBounded) {

@@ -29,46 +29,22 @@ using namespace std::chrono_literals;
 using tarn::testing::CallApi;
 using tarn::testing::ReadAll;
 using tarn::testing::Reply;
-using tarn::testing::ServerProcess;
 using tarn::testing::WaitFor;
 
-class PreemptionE2eTest : public ::testing::Test {
+class PreemptionE2eTest : public tarn::testing::ServerTest {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (containers)";
-    char tmpl[] = "/tmp/tarn-preemption-test-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    ::chmod(dir_.c_str(), 0711);
-    range_lock_ = tarn::testing::LockAddressRange(&range_);
-    ASSERT_GE(range_lock_, 0) << "no free test address range";
-    const json config = {
-        {"probe_interval_ms", 100},
-        {"address_range", range_},
-        {"dns_upstream", json::array()},
-        {"metrics", {{"scrape_interval_ms", 500}, {"scrape_timeout_ms", 400}}},
-        {"queues",
-         json::array({{{"name", "default"}, {"capacity", 100}, {"max-application-priority", 10}}})},
-        {"nodes",
-         json::array({{{"name", "node-1"}, {"vcores", 16}, {"memory_mb", 16384}, {"gpus", 4}}})}};
-    std::ofstream(dir_ + "/config.json") << config.dump(2);
-    server_ = std::make_unique<ServerProcess>(dir_ + "/state", dir_ + "/config.json");
-    ASSERT_TRUE(server_->Start()) << server_->log();
+    StartServer(
+        "preemption",
+        {{"metrics", {{"scrape_interval_ms", 500}, {"scrape_timeout_ms", 400}}},
+         {"queues",
+          json::array(
+              {{{"name", "default"}, {"capacity", 100}, {"max-application-priority", 10}}})},
+         {"nodes",
+          json::array({{{"name", "node-1"}, {"vcores", 16}, {"memory_mb", 16384}, {"gpus", 4}}})}});
   }
-  void TearDown() override {
-    if (server_) {
-      for (const auto& [user, name] : {std::pair{"alice", "train"}, std::pair{"bob", "urgent"}}) {
-        const std::string path = std::string("/app/v1/services/") + name;
-        if (Call("GET", path, user).status != 200) continue;
-        Call("DELETE", path, user);
-        WaitFor(path + " to be destroyed", 60s,
-                [&] { return Call("GET", path, user).status == 404; });
-      }
-      EXPECT_TRUE(server_->Terminate()) << server_->log();
-      server_.reset();
-    }
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-    if (range_lock_ >= 0) ::close(range_lock_);
-  }
+  void TearDown() override { StopServer({{"alice", "train"}, {"bob", "urgent"}}); }
   Reply Call(const std::string& method, const std::string& path, const std::string& user,
              const json& body = json()) {
     return CallApi(*server_, method, path, body, user);
@@ -111,10 +87,6 @@ class PreemptionE2eTest : public ::testing::Test {
     }
     return 0;
   }
-
-  std::string dir_, range_;
-  int range_lock_ = -1;
-  std::unique_ptr<ServerProcess> server_;
 };
 
 TEST_F(PreemptionE2eTest, UrgentWorkTakesTheGpusAndTheTrainingResumesAtItsCheckpoint) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -257,6 +258,53 @@ class AddressList {
  private:
   mutable std::mutex mu_;
   std::vector<std::string> ips_;
+};
+
+// The fixture of end-to-end tests that run a real `tarn server` (root: containers) in a
+// temporary directory and on a test address range of their own.
+class ServerTest : public ::testing::Test {
+ protected:
+  // Starts the server in /tmp/tarn-LABEL-test-XXXXXX with probe_interval_ms 100, the range
+  // and no DNS upstream, and what `config` adds or overrides.
+  void StartServer(const std::string& label, const nlohmann::json& config) {
+    std::string tmpl = "/tmp/tarn-" + label + "-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << tmpl;
+    dir_ = tmpl;
+    ::chmod(dir_.c_str(), 0711);
+    range_lock_ = LockAddressRange(&range_);
+    ASSERT_GE(range_lock_, 0) << "no free test address range";
+    nlohmann::json full = {{"probe_interval_ms", 100},
+                           {"address_range", range_},
+                           {"dns_upstream", nlohmann::json::array()}};
+    full.update(config);
+    std::ofstream(dir_ + "/config.json") << full.dump(2);
+    server_ = std::make_unique<ServerProcess>(dir_ + "/state", dir_ + "/config.json");
+    ASSERT_TRUE(server_->Start()) << server_->log();
+  }
+  // Destroys each (user, assembly) still there, waiting up to `timeout` for each to go,
+  // stops the server, removes the directory and gives the range back.
+  void StopServer(const std::vector<std::pair<std::string, std::string>>& assemblies,
+                  std::chrono::milliseconds timeout = std::chrono::seconds(60)) {
+    if (server_) {
+      for (const auto& [user, name] : assemblies) {
+        const std::string path = "/app/v1/services/" + name;
+        if (CallApi(*server_, "GET", path, nlohmann::json(), user).status != 200) continue;
+        CallApi(*server_, "DELETE", path, nlohmann::json(), user);
+        WaitFor(name + " to be destroyed", timeout, [&] {
+          return CallApi(*server_, "GET", path, nlohmann::json(), user).status == 404;
+        });
+      }
+      EXPECT_TRUE(server_->Terminate()) << server_->log();
+      server_.reset();
+    }
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    if (range_lock_ >= 0) ::close(range_lock_);
+    range_lock_ = -1;
+  }
+
+  std::string dir_, range_;
+  int range_lock_ = -1;
+  std::unique_ptr<ServerProcess> server_;
 };
 
 }  // namespace tarn::testing

@@ -37,7 +37,6 @@ using namespace std::chrono_literals;
 using tarn::testing::AddressList;
 using tarn::testing::CallApi;
 using tarn::testing::Reply;
-using tarn::testing::ServerProcess;
 using tarn::testing::WaitFor;
 
 struct Outcome {
@@ -47,37 +46,15 @@ struct Outcome {
   std::atomic<int64_t> retried{0};             // no answer from one: asked the other
 };
 
-class UpgradeE2eTest : public ::testing::Test {
+class UpgradeE2eTest : public tarn::testing::ServerTest {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root (containers)";
-    char tmpl[] = "/tmp/tarn-upgrade-test-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    ::chmod(dir_.c_str(), 0711);
-    range_lock_ = tarn::testing::LockAddressRange(&range_);
-    ASSERT_GE(range_lock_, 0) << "no free test address range";
-    const json config = {
-        {"probe_interval_ms", 100},
-        {"address_range", range_},
-        {"dns_upstream", json::array()},
-        {"nodes", json::array({{{"name", "node-1"}, {"vcores", 8}, {"memory_mb", 8192}}})}};
-    std::ofstream(dir_ + "/config.json") << config.dump(2);
-    server_ = std::make_unique<ServerProcess>(dir_ + "/state", dir_ + "/config.json");
-    ASSERT_TRUE(server_->Start()) << server_->log();
+    StartServer(
+        "upgrade",
+        {{"nodes", json::array({{{"name", "node-1"}, {"vcores", 8}, {"memory_mb", 8192}}})}});
   }
-  void TearDown() override {
-    if (server_) {
-      if (Call("GET", "/app/v1/services/web").status == 200) {
-        Call("DELETE", "/app/v1/services/web");
-        WaitFor("web to be destroyed", 60s,
-                [&] { return Call("GET", "/app/v1/services/web").status == 404; });
-      }
-      EXPECT_TRUE(server_->Terminate()) << server_->log();
-      server_.reset();
-    }
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
-    if (range_lock_ >= 0) ::close(range_lock_);
-  }
+  void TearDown() override { StopServer({{"alice", "web"}}); }
   Reply Call(const std::string& method, const std::string& path, const json& body = json()) {
     return CallApi(*server_, method, path, body, "alice");
   }
@@ -124,10 +101,6 @@ class UpgradeE2eTest : public ::testing::Test {
                     {{"type", "HTTP"},
                      {"properties", {{"url", "http://${THIS_HOST}:8501/v1/models/fmnist"}}}}}}})}};
   }
-
-  std::string dir_, range_;
-  int range_lock_ = -1;
-  std::unique_ptr<ServerProcess> server_;
 };
 
 // One client: requests back to back, alternating between the ready replicas; a request that
