@@ -579,9 +579,14 @@ TEST_F(SlurmBackendTest, AGangIsOneHeterogeneousJob) {
   std::set<int> ports;
   for (const auto& [name, i] : inst) ports.insert(i["ports"].value("grpc", 0));
   EXPECT_EQ(ports.size(), 4u);
-  for (const char* w : {"worker-0", "worker-1"}) {  // a GPU each, from the component's GRES
-    EXPECT_NE(ReadAll(shared_ + "/alice/g/" + w + "/stdout.log").find("gpus=0"), std::string::npos)
-        << w;
+  // A GPU each, from the component's GRES. READY comes from the step's state, so the line
+  // may reach the shared file after it: wait for it, as the tests above do.
+  for (const std::string w : {"worker-0", "worker-1"}) {
+    const std::string out_file = shared_ + "/alice/g/" + w + "/stdout.log";
+    WaitFor(w + " to print its GPUs", 20s,
+            [&] { return ReadAll(out_file).find("gpus=") != std::string::npos; });
+    EXPECT_NE(ReadAll(out_file).find("gpus=0\n"), std::string::npos)
+        << w << ": " << ReadAll(out_file);
   }
 
   // ps-0's workload is killed: it restarts alone, as a new step of the same job.
