@@ -24,13 +24,42 @@ Batcher::~Batcher() {
   for (Task& t : left) t.done(UnavailableError("the model version is being unloaded"), {});
 }
 
-Status Batcher::Submit(Tensor input, Done done) {
+Batcher::Arrival& Batcher::Arrival::operator=(Arrival&& other) noexcept {
+  if (this != &other) {
+    End();
+    batcher_ = std::exchange(other.batcher_, nullptr);
+  }
+  return *this;
+}
+
+void Batcher::Arrival::End() {
+  Batcher* b = std::exchange(batcher_, nullptr);
+  if (b == nullptr) return;
+  {
+    std::lock_guard<std::mutex> lock(b->mu_);
+    --b->arriving_;
+  }
+  // A partial batch may have been waiting for this request alone.
+  b->cv_.notify_all();
+}
+
+Batcher::Arrival Batcher::Announce() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++arriving_;
+  return Arrival(this);
+}
+
+Status Batcher::Submit(Tensor input, Done done, Arrival arrival) {
   if (input.shape.empty() || input.shape[0] < 1) {
     return InvalidArgumentError("a batch task needs at least one example");
   }
   const int64_t n = input.shape[0];
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (arrival.batcher_ == this) {  // it arrives now, with the lock held: no wake-up between
+      arrival.batcher_ = nullptr;
+      --arriving_;
+    }
     if (stopping_) return UnavailableError("the model version is being unloaded");
     const int64_t capacity = params_.max_enqueued_batches * params_.max_batch_size;
     // An empty queue always takes a task, however large, so that big requests still run.
@@ -43,7 +72,7 @@ Status Batcher::Submit(Tensor input, Done done) {
     queue_.push_back(Task{std::move(input), std::move(done), std::chrono::steady_clock::now()});
     queued_examples_ += n;
   }
-  cv_.notify_one();
+  cv_.notify_all();  // a thread waiting for company, and an idle one, may both go now
   return OkStatus();
 }
 
@@ -52,24 +81,28 @@ int64_t Batcher::QueuedExamples() const {
   return queued_examples_;
 }
 
+bool Batcher::ShouldRunLocked(std::chrono::steady_clock::time_point now) const {
+  if (queued_examples_ >= params_.max_batch_size) return true;  // full
+  if (running_ == 0 && arriving_ == 0) return true;             // nothing more is coming
+  return now >= queue_.front().enqueued + std::chrono::microseconds(params_.batch_timeout_micros);
+}
+
 void Batcher::Loop() {
   const auto timeout = std::chrono::microseconds(params_.batch_timeout_micros);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
     if (stopping_) return;
-    // Wait for a full batch or for the oldest task's deadline, whichever comes first.
+    // Wait while more is on its way: for a full batch, for the batches in flight and the
+    // announced requests, or for the oldest task's deadline, whichever comes first.
     const auto deadline = queue_.front().enqueued + timeout;
     cv_.wait_until(lock, deadline, [&] {
-      return stopping_ || queue_.empty() || queued_examples_ >= params_.max_batch_size;
+      return stopping_ || queue_.empty() || ShouldRunLocked(std::chrono::steady_clock::now());
     });
     if (stopping_) return;
     if (queue_.empty()) continue;  // another thread took them
     // Woken early, and the front is now a younger task: wait for its own deadline.
-    if (queued_examples_ < params_.max_batch_size &&
-        std::chrono::steady_clock::now() < queue_.front().enqueued + timeout) {
-      continue;
-    }
+    if (!ShouldRunLocked(std::chrono::steady_clock::now())) continue;
     std::vector<Task> tasks;
     const std::vector<int64_t>& shape = queue_.front().input.shape;
     const std::vector<int64_t> example(shape.begin() + 1, shape.end());
@@ -91,10 +124,14 @@ void Batcher::Loop() {
     }
     // Others may be able to start on what is left.
     if (!queue_.empty()) cv_.notify_one();
+    ++running_;
     lock.unlock();
     RunBatch(tasks);
     tasks.clear();  // the tasks' callbacks and their captures go before the lock is retaken
     lock.lock();
+    --running_;
+    // Threads holding a partial batch back for this one's company may go now.
+    if (!queue_.empty()) cv_.notify_all();
   }
 }
 

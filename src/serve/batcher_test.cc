@@ -135,14 +135,98 @@ TEST(BatcherTest, ExamplesOfOtherShapesAreNotMixed) {
   EXPECT_EQ(rec.batches, (std::vector<int64_t>{1, 2, 1}));
 }
 
+// An announced request that never comes (a slow or broken client) holds a partial batch
+// back no longer than the timeout.
 TEST(BatcherTest, TheTimeoutSendsAPartialBatch) {
   Recorder rec;
   BatchingParameters p{64, /*batch_timeout_micros=*/1000, 1, 10};
   Batcher batcher(p, rec.Runner());
+  Batcher::Arrival never = batcher.Announce();
   std::promise<void> done;
   ASSERT_TRUE(batcher.Submit(Rows({1}), [&](StatusOr<Tensor>, auto) { done.set_value(); }).ok());
   done.get_future().wait();  // answered although the batch never filled
   EXPECT_EQ(rec.batches, (std::vector<int64_t>{1}));
+}
+
+// A lone request, with nothing else queued, announced or running, goes at once: were it
+// held for the timeout (an hour here) the test would time out instead.
+TEST(BatcherTest, ALoneRequestDoesNotWaitOutTheTimeout) {
+  Recorder rec;
+  BatchingParameters p{64, /*batch_timeout_micros=*/3'600'000'000, 1, 10};
+  Batcher batcher(p, rec.Runner());
+  for (int i = 0; i < 3; ++i) {  // one client, one request after the other
+    std::promise<StatusOr<Tensor>> answer;
+    Batcher::Arrival arrival = batcher.Announce();
+    ASSERT_TRUE(batcher
+                    .Submit(
+                        Rows({float(i)}),
+                        [&](StatusOr<Tensor> out, auto) { answer.set_value(std::move(out)); },
+                        std::move(arrival))
+                    .ok());
+    auto out = answer.get_future().get();
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(out->data, std::vector<float>{2.0f * i});
+  }
+  EXPECT_EQ(rec.batches, (std::vector<int64_t>{1, 1, 1}));
+}
+
+// A request that fails to decode ends its announcement: the others do not wait for it.
+TEST(BatcherTest, ADroppedAnnouncementReleasesTheBatch) {
+  Recorder rec;
+  BatchingParameters p{64, /*batch_timeout_micros=*/3'600'000'000, 1, 10};
+  Batcher batcher(p, rec.Runner());
+  Batcher::Arrival bad = batcher.Announce();
+  std::promise<void> done;
+  ASSERT_TRUE(batcher.Submit(Rows({1}), [&](StatusOr<Tensor>, auto) { done.set_value(); }).ok());
+  bad = Batcher::Arrival();  // its decode failed
+  done.get_future().wait();
+  EXPECT_EQ(rec.batches, (std::vector<int64_t>{1}));
+}
+
+// Requests announced together (a burst being decoded) wait for each other and go as one
+// batch, however long the timeout.
+TEST(BatcherTest, AnnouncedRequestsWaitForEachOther) {
+  Recorder rec;
+  BatchingParameters p{64, /*batch_timeout_micros=*/3'600'000'000, 1, 10};
+  Batcher batcher(p, rec.Runner());
+  std::vector<Batcher::Arrival> arrivals;
+  for (int i = 0; i < 4; ++i) arrivals.push_back(batcher.Announce());
+  std::atomic<int> answered{0};
+  auto done = [&](StatusOr<Tensor> o, auto) {
+    EXPECT_TRUE(o.ok());
+    ++answered;
+  };
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(batcher.Submit(Rows({float(i)}), done, std::move(arrivals[i])).ok());
+  }
+  while (answered < 4) std::this_thread::yield();
+  EXPECT_EQ(rec.batches, (std::vector<int64_t>{4}));
+}
+
+// With two batch threads, tasks that arrive while a batch runs wait for it (the load it
+// shows) instead of going alone on the idle thread, and then go as one batch.
+TEST(BatcherTest, WhileABatchRunsTheNextOneForms) {
+  Recorder rec;
+  rec.hold_first = true;
+  BatchingParameters p{64, /*batch_timeout_micros=*/3'600'000'000, /*num_batch_threads=*/2, 10};
+  Batcher batcher(p, rec.Runner());
+  std::atomic<int> answered{0};
+  auto done = [&](StatusOr<Tensor> o, auto) {
+    EXPECT_TRUE(o.ok());
+    ++answered;
+  };
+  ASSERT_TRUE(batcher.Submit(Rows({1}), done).ok());
+  while (true) {
+    std::lock_guard<std::mutex> lock(rec.mu);
+    if (!rec.batches.empty()) break;
+  }
+  for (float v : {2.0f, 3.0f, 4.0f}) {
+    ASSERT_TRUE(batcher.Submit(Rows({v}), done).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the idle thread could go
+  }
+  rec.release.set_value();
+  while (answered < 4) std::this_thread::yield();
+  EXPECT_EQ(rec.batches, (std::vector<int64_t>{1, 3}));
 }
 
 }  // namespace

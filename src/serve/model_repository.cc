@@ -50,13 +50,15 @@ LoadedVersion::LoadedVersion(std::string model, int64_t version, ModelMeta meta,
           batching, [this](const Tensor& batch) { return servable_->Run(batch); },
           std::move(on_batch)) {}
 
-void LoadedVersion::Predict(Tensor input, Batcher::Done done) {
+void LoadedVersion::Predict(Tensor input, Batcher::Done done, Batcher::Arrival arrival) {
   // Submit only consumes `done` when it accepts the task.
   auto shared = std::make_shared<Batcher::Done>(std::move(done));
-  Status s = batcher_.Submit(std::move(input), [shared](StatusOr<Tensor> out,
-                                                        std::chrono::nanoseconds queued) {
-    (*shared)(std::move(out), queued);
-  });
+  Status s = batcher_.Submit(
+      std::move(input),
+      [shared](StatusOr<Tensor> out, std::chrono::nanoseconds queued) {
+        (*shared)(std::move(out), queued);
+      },
+      std::move(arrival));
   if (!s.ok()) (*shared)(s, std::chrono::nanoseconds(0));
 }
 

@@ -61,9 +61,12 @@ class LoadedVersion {
   int64_t version() const { return version_; }
   const ModelMeta& meta() const { return meta_; }
 
+  // A request for this version that is being decoded: a partial batch waits for it (see
+  // Batcher). Hold it no longer than this version.
+  Batcher::Arrival Announce() { return batcher_.Announce(); }
   // Queues `input` for the model; `done` runs exactly once, on a batch thread, or at once
-  // on this thread when the queue is full.
-  void Predict(Tensor input, Batcher::Done done);
+  // on this thread when the queue is full. Ends `arrival`.
+  void Predict(Tensor input, Batcher::Done done, Batcher::Arrival arrival = {});
 
  private:
   const std::string model_;

@@ -308,25 +308,30 @@ void RestApi::Handle(http::Request request, http::Responder respond) {
     return finish(JsonResponse(200, V2Metadata(*version, versions.value_or({}))));
   }
   const bool v2 = route.api == "infer";
+  // Announced before the decode, so that a partial batch waits for this request rather
+  // than going without it (the decode is most of an HTTP thread's work on a request).
+  Batcher::Arrival arrival = version->Announce();
   auto parsed = v2 ? ParseInferRequest(request.body, version->meta())
                    : ParsePredictRequest(request.body, version->meta());
   if (!parsed.ok()) return finish(Error(parsed.status()));
   PredictRequest req = std::move(*parsed);
   Tensor input = std::move(req.input);
   LoadedVersion* raw = version.get();
-  raw->Predict(std::move(input), [this, version = std::move(version), req = std::move(req), v2,
-                                  finish = std::move(finish)](
-                                     StatusOr<Tensor> out,
-                                     std::chrono::nanoseconds queued) mutable {
-    metrics_.ObserveQueue(version->model(), queued);
-    // The request was parsed: a failure now is the model's, but for a full
-    // queue or an unloading version (503), which say nothing of the version.
-    repository_.Record(*version, !out.ok() && out.status().code() != StatusCode::kUnavailable);
-    if (!out.ok()) return finish(Error(out.status()));
-    finish(http::Response{200, "application/json",
-                          v2 ? FormatInferResponse(*out, req, version->model(), version->version())
-                             : FormatPredictResponse(*out, req, version->meta())});
-  });
+  raw->Predict(
+      std::move(input),
+      [this, version = std::move(version), req = std::move(req), v2, finish = std::move(finish)](
+          StatusOr<Tensor> out, std::chrono::nanoseconds queued) mutable {
+        metrics_.ObserveQueue(version->model(), queued);
+        // The request was parsed: a failure now is the model's, but for a full
+        // queue or an unloading version (503), which say nothing of the version.
+        repository_.Record(*version, !out.ok() && out.status().code() != StatusCode::kUnavailable);
+        if (!out.ok()) return finish(Error(out.status()));
+        finish(
+            http::Response{200, "application/json",
+                           v2 ? FormatInferResponse(*out, req, version->model(), version->version())
+                              : FormatPredictResponse(*out, req, version->meta())});
+      },
+      std::move(arrival));
 }
 
 }  // namespace tarn::serve

@@ -206,9 +206,10 @@ TEST_F(ServeTest, BatchedPredictionsMatchPythonsTorchJitLoad) {
 
 // SIGTERM drains: every request accepted before it is answered (those waiting in the batch
 // queue too), new connections are refused, and tarn-serve exits 0 (1 had the drain's
-// deadline cut one). With batching, six one-image requests wait for a 0.5 s batch timeout
-// when the signal comes; without, two 500-image requests (2.5 MB of JSON each) are being
-// parsed or computed. Before the fix, neither kind was ever answered.
+// deadline cut one). With batching, six 200-image requests (each a batch of its own, one
+// batch thread) wait in the queue behind each other when the signal comes; without, two 500-image
+// requests (2.5 MB of JSON each) are being parsed or computed. Before the fix, neither kind was
+// ever answered.
 TEST_F(ServeTest, SigtermAnswersEveryRequestInFlightThenExitsZero) {
   Export(dir_.path(), 3);
   const auto images = Images(1);
@@ -222,7 +223,7 @@ TEST_F(ServeTest, SigtermAnswersEveryRequestInFlightThenExitsZero) {
                                  "num_batch_threads": 1, "max_enqueued_batches": 100})";
       extra = {"--enable_batching", "--batching_parameters_file=" + file};
       clients = 6;
-      instances = 1;
+      instances = 200;
     }
     Start(extra);
     json rows = json::array();
