@@ -4,7 +4,8 @@
 # same run: the same model version called in-process (bench/serve_peer, through
 # tarn-serve's own LoadTorchServable) at batch sizes 1, 16, 64 and at the mean batch size
 # the server formed at each concurrency. Plus the HTTP floor: tarn-serve's
-# `GET /v2/health/live` against nginx serving a file with the same bytes, same wrk.
+# `GET /v2/health/live` against nginx serving a file with the same bytes, same wrk. And the
+# freshness of versions (bench/serve_fresh.py): rename to first answer, inotify and poll.
 #
 # Two cores: wrk runs on core 0; tarn-serve, nginx and the in-process peer each run on
 # core 1, one after the other, never at the same time, so the load generator and the
@@ -335,6 +336,14 @@ taskset -c 1 "$PEER" inprocess "$VERSION_DIR" "$PEER_SECONDS" $BATCHES >"$DIR/in
   2>"$DIR/inprocess.log" || die "serve_peer inprocess failed: $(cat "$DIR/inprocess.log")"
 
 mark inprocess_peer
+
+# --- freshness: a version renamed into place until its first answer, inotify and poll -------
+mkdir -p "$DIR/fresh"
+taskset -c 0 python3 bench/serve_fresh.py "$SERVE" "$VERSION_DIR" "$DIR/body.json" "$DIR/fresh" \
+  >"$DIR/fresh.json" || die "bench/serve_fresh.py failed"
+log "freshness: $(cat "$DIR/fresh.json")"
+mark fresh
+
 python3 - "$DIR" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -342,7 +351,7 @@ def read(name):
     ticks, hz, ours = open(f"{d}/mark.{name}").read().split()
     return int(ticks) / int(hz), float(ours)
 out = {}
-marks = ["start", "tarn_serve", "nginx", "inprocess_peer"]
+marks = ["start", "tarn_serve", "nginx", "inprocess_peer", "fresh"]
 for a, b in zip(marks, marks[1:]):
     (b0, o0), (b1, o1) = read(a), read(b)
     out[f"machine_other_cpu_s_during_{b}"] = round(max(0.0, (b1 - b0) - (o1 - o0)), 1)
@@ -375,6 +384,11 @@ out = {
     "machine_busy_cores_before": float(busy),
 }
 out.update(json.load(open(f"{d}/other_cpu.json")))
+out.update(json.load(open(f"{d}/fresh.json")))
+out["fresh"] = ("a version directory renamed into the base path until the first 200 from "
+                "/v1/models/fmnist/versions/N:predict (bench/serve_fresh.py, a client on core "
+                "0 asking in a loop), --file_system_poll_wait_seconds 2 (the demo's), with the "
+                "inotify watch (default) and with --tarn_watch_base_paths=false")
 for c in conc:
     out.update(json.load(open(f"{d}/serve_predict_c{c}.json")))
 for label in ("serve_static", "nginx_static"):

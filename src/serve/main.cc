@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
   std::string model_name = "default", model_base_path, model_config_file,
               batching_parameters_file;
   double poll_seconds = 1;
-  bool enable_batching = false;
+  bool enable_batching = false, watch_base_paths = true;
   int intra_op = 0;
   app.add_option("--rest_api_port", rest_api_port, "HTTP port (0: any free port)")
       ->capture_default_str();
@@ -73,6 +73,10 @@ int main(int argc, char** argv) {
                  "how often base paths are polled for new versions (0: only at start)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--tarn_watch_base_paths", watch_base_paths,
+                 "poll as soon as a version directory is renamed into a base path (inotify); "
+                 "false: only every --file_system_poll_wait_seconds")
+      ->capture_default_str();
   app.add_flag("--enable_batching", enable_batching, "batch requests dynamically");
   app.add_option("--batching_parameters_file", batching_parameters_file,
                  "JSON BatchingParameters (max_batch_size, batch_timeout_micros, "
@@ -127,6 +131,7 @@ int main(int argc, char** argv) {
   ro.batching = batching;
   ro.loader = LoadTorchServable;
   ro.poll_interval = std::chrono::milliseconds(static_cast<int64_t>(poll_seconds * 1000));
+  ro.watch_base_paths = watch_base_paths;
   ro.log = Log;
   ro.on_batch = [&metrics](const std::string& model, const BatchStats& s) {
     metrics.ObserveBatch(model, s);

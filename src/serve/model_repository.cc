@@ -74,11 +74,30 @@ StatusOr<std::unique_ptr<ModelRepository>> ModelRepository::Create(Options optio
   if (options.models.empty()) return InvalidArgumentError("no models to serve");
   if (!options.loader) return InvalidArgumentError("no loader for models");
   std::unique_ptr<ModelRepository> r(new ModelRepository(std::move(options)));
-  r->PollOnce();
-  if (r->options_.poll_interval.count() > 0) {
-    r->thread_ = std::thread([p = r.get()] { p->Loop(); });
+  const bool polls = r->options_.poll_interval.count() > 0;
+  if (polls && r->options_.watch_base_paths) {
+    auto watch = DirWatch::Create();
+    if (watch.ok()) {
+      r->watch_ = std::move(*watch);
+      r->WatchBasePaths();  // before the first poll, so that nothing falls between the two
+    } else {
+      r->Log("new versions are found by the poll alone: " + watch.status().message());
+    }
   }
+  r->PollOnce();
+  if (polls) r->thread_ = std::thread([p = r.get()] { p->Loop(); });
   return r;
+}
+
+void ModelRepository::WatchBasePaths() {
+  std::vector<std::string> dirs;
+  for (const ModelConfig& m : options_.models) dirs.push_back(m.base_path);
+  tarn::Status s = watch_->Watch(dirs);
+  const std::string error = s.ok() ? "" : s.message();
+  if (error != watch_error_ && !error.empty()) {
+    Log("these base paths are polled, not watched: " + error);
+  }
+  watch_error_ = error;
 }
 
 ModelRepository::~ModelRepository() {
@@ -87,6 +106,7 @@ ModelRepository::~ModelRepository() {
     stopping_ = true;
   }
   stop_cv_.notify_all();
+  if (watch_) watch_->Wake();
   if (thread_.joinable()) thread_.join();
   std::vector<std::pair<std::string, int64_t>> loaded;
   {
@@ -101,11 +121,21 @@ ModelRepository::~ModelRepository() {
 }
 
 void ModelRepository::Loop() {
-  std::unique_lock<std::mutex> lock(stop_mu_);
-  while (!stop_cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_; })) {
-    lock.unlock();
+  auto stopping = [this] {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    return stopping_;
+  };
+  while (true) {
+    if (watch_) {
+      // A change, Wake (the stop) or the interval; then a poll either way.
+      watch_->Wait(options_.poll_interval);
+      if (stopping()) return;
+      WatchBasePaths();  // base paths created (or re-created) since
+    } else {
+      std::unique_lock<std::mutex> lock(stop_mu_);
+      if (stop_cv_.wait_for(lock, options_.poll_interval, [&] { return stopping_; })) return;
+    }
     PollOnce();
-    lock.lock();
   }
 }
 

@@ -34,6 +34,7 @@
 #include "common/status.h"
 #include "serve/batcher.h"
 #include "serve/canary.h"
+#include "serve/dir_watch.h"
 #include "serve/model_meta.h"
 #include "serve/servable.h"
 #include "serve/serve_config.h"
@@ -86,6 +87,9 @@ class ModelRepository {
     BatchingParameters batching;
     ServableLoader loader;
     std::chrono::milliseconds poll_interval{1000};  // <= 0: no thread; call PollOnce()
+    // With a poll thread: poll as soon as a version directory is renamed into (or out of) a
+    // base path, through inotify (dir_watch.h), the interval still bounding what it misses.
+    bool watch_base_paths = true;
     std::function<void(const std::string&)> log;   // one line per state change
     std::function<void(const std::string& model, const BatchStats&)> on_batch;
   };
@@ -176,6 +180,8 @@ class ModelRepository {
   void Log(const std::string& line) const;
   void Unload(const std::string& name, int64_t version, tarn::Status end = OkStatus());
   void Loop();
+  // Adds the base paths not watched yet to watch_; logs a failure when it changes.
+  void WatchBasePaths();
 
   Options options_;
   mutable std::mutex mu_;
@@ -184,6 +190,8 @@ class ModelRepository {
   std::mutex stop_mu_;
   std::condition_variable stop_cv_;
   bool stopping_ = false;  // guarded by stop_mu_
+  std::unique_ptr<DirWatch> watch_;  // null without inotify; used by the poll thread only
+  std::string watch_error_;          // the last failure logged; the poll thread's
   std::thread thread_;
 };
 

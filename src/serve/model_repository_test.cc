@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <thread>
 
 #include "common/temp_dir.h"
 
@@ -48,11 +49,14 @@ class ModelRepositoryTest : public ::testing::Test {
   }
 
   std::unique_ptr<ModelRepository> Make(VersionPolicy policy = {},
-                                        std::map<std::string, int64_t> labels = {}) {
+                                        std::map<std::string, int64_t> labels = {},
+                                        std::chrono::milliseconds poll_interval = {},
+                                        bool watch = true) {
     ModelRepository::Options o;
     o.models.push_back(ModelConfig{"m", dir_.path(), policy, labels, std::nullopt});
     o.loader = FakeLoader;
-    o.poll_interval = std::chrono::milliseconds(0);
+    o.poll_interval = poll_interval;
+    o.watch_base_paths = watch;
     o.log = [this](const std::string& line) {
       std::lock_guard<std::mutex> lock(mu_);
       log_.push_back(line);
@@ -89,6 +93,42 @@ class ModelRepositoryTest : public ::testing::Test {
   std::mutex mu_;
   std::vector<std::string> log_;
 };
+
+// With an hour's poll interval, a version renamed into place is served at once (inotify),
+// and one removed is unloaded; without the watch only the poll would find either.
+TEST_F(ModelRepositoryTest, AVersionRenamedIntoPlaceIsServedWithoutWaitingForThePoll) {
+  using namespace std::chrono_literals;
+  Export(1, "1");
+  auto r = Make({}, {}, std::chrono::hours(1));
+  EXPECT_EQ(Ask(*r), 1);
+  Export(2, "2");
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (Ask(*r) != 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(Ask(*r), 2) << "version 2 was not loaded within 30 s of its rename";
+  // A deletion wakes the poll too: version 1 is gone, 2 stays.
+  Export(3, "3");
+  while (Ask(*r) != 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  fs::remove_all(dir_.path() + "/3");
+  while (Ask(*r) != 2 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(Ask(*r), 2) << "version 3's removal was not seen within 30 s";
+}
+
+TEST_F(ModelRepositoryTest, WithoutTheWatchOnlyThePollFindsANewVersion) {
+  using namespace std::chrono_literals;
+  Export(1, "1");
+  auto r = Make({}, {}, std::chrono::hours(1), /*watch=*/false);
+  Export(2, "2");
+  std::this_thread::sleep_for(300ms);  // were it watched, it would be served by now
+  EXPECT_EQ(Ask(*r), 1);
+  r->PollOnce();
+  EXPECT_EQ(Ask(*r), 2);
+}
 
 TEST_F(ModelRepositoryTest, ANewerVersionIsAvailableBeforeTheOldOneUnloads) {
   Export(1, "1");
