@@ -1,22 +1,24 @@
-// bench/run json: tarn-serve's predict-body JSON reader (serve/json_reader.cc) against
-// simdjson 3.0.1 (Debian's libsimdjson-dev) and nlohmann::json on the same bodies: TF
+// bench/run json: the JSON reading of tarn-serve's predict bodies against simdjson 3.0.1
+// (Debian's libsimdjson-dev) walked directly, and nlohmann::json, on the same bodies: TF
 // Serving row-format requests of 1, 16 and 64 Fashion-MNIST test images, each pixel written
 // as Python's json.dumps writes (pixel / 255.0).tolist(): the shortest repr of a double.
+// tarn-serve reads bodies with simdjson's DOM since this benchmark measured its own reader
+// (serve/json_reader.cc before 2026-12-06) at 0.33x a bare simdjson walk; the figures below
+// are thus the cost of tarn's Json view and codec checks over that floor.
 //
 // Per body size, the microseconds per body (median of 5 rounds of about 0.3 s) of:
-//   tarn_tree          ParseJson: the whole body checked and read into tarn's Json tree;
-//   tarn_request       ParsePredictRequest: the tree, walked into the float32 [N,1,28,28]
+//   tarn_tree          ParseJson: the whole body checked and read (simdjson's DOM);
+//   tarn_request       ParsePredictRequest: read and walked into the float32 [N,1,28,28]
 //                      Tensor, with every check the codec makes (what the server runs);
-//   simdjson_dom       simdjson's DOM parser: the whole body checked and read into its tape;
-//   simdjson_request   simdjson's DOM (its kernel chosen at run time for the CPU) walked
-//                      into the same Tensor, checking the same shape (what a simdjson codec
-//                      would run for this form of body; no b64, columnar or top_k branches);
+//   simdjson_dom       simdjson's DOM parser alone;
+//   simdjson_request   simdjson's DOM walked into the same Tensor with the same shape checks
+//                      and nothing else (no b64, columnar or top_k branches): the floor;
 //   simdjson_ondemand_request  the same through On-Demand, whose kernel is chosen at compile
 //                      time: for a build that runs on any x86-64 (as tarn's), the fallback
 //                      one; it checks no more than it walks;
 //   nlohmann_tree      nlohmann::json::parse.
 // Each simdjson figure includes the copy of the body into a padded_string (the server's
-// body is a std::string without simdjson's padding).
+// body is a std::string without simdjson's padding; ParseJson copies it too).
 //
 // usage: json_bench [DATA_DIR]   (default /usr/share/datasets/fashion-mnist)
 // Prints one flat JSON object.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 
 #include "common/base64.h"
 #include "serve/image_decode.h"
@@ -18,35 +19,19 @@ using nlohmann::json;
 constexpr int kMaxDepth = 8;
 constexpr int64_t kMaxElements = 64 << 20;
 
-StatusOr<Json> ParseBody(std::string_view body) {
-  auto j = ParseJson(body);
-  if (!j.ok()) return InvalidArgumentError("request body: " + j.status().message());
-  if (!j->is_object()) return InvalidArgumentError("request body: not a JSON object");
-  return j;
+StatusOr<JsonDocument> ParseBody(std::string_view body) {
+  auto d = ParseJson(body);
+  if (!d.ok()) return InvalidArgumentError("request body: " + d.status().message());
+  if (!d->root().is_object()) return InvalidArgumentError("request body: not a JSON object");
+  return d;
 }
 
 // Scales integer pixels (0-255) to [0, 1].
 enum class Scale { kNone, kPixels };
 
-// Appends the numbers of a nested list to `out`, checking that it is rectangular; `shape`
-// receives the dimensions found.
-Status Flatten(const Json& v, int depth, Scale scale, std::vector<int64_t>& shape,
-               std::vector<float>& out, const std::string& where) {
-  if (v.is_array()) {
-    if (depth >= kMaxDepth) return InvalidArgumentError(where + ": nested too deeply");
-    if (static_cast<size_t>(depth) == shape.size()) {
-      shape.push_back(static_cast<int64_t>(v.size()));
-    } else if (shape[depth] != static_cast<int64_t>(v.size())) {
-      return InvalidArgumentError(where + ": not rectangular (a list of " +
-                                  std::to_string(v.size()) + " where others have " +
-                                  std::to_string(shape[depth]) + ")");
-    }
-    if (v.empty()) return OkStatus();
-    for (const Json& e : v.elements()) {
-      RETURN_IF_ERROR(Flatten(e, depth + 1, scale, shape, out, where));
-    }
-    return OkStatus();
-  }
+// Appends the number `v` at `depth` of a nested list to `out`, or says why it is none.
+Status AppendNumber(const Json& v, int depth, Scale scale, const std::vector<int64_t>& shape,
+                    std::vector<float>& out, const std::string& where) {
   if (static_cast<size_t>(depth) != shape.size()) {
     return InvalidArgumentError(where + ": not rectangular (a number where a list belongs)");
   }
@@ -67,6 +52,43 @@ Status Flatten(const Json& v, int depth, Scale scale, std::vector<int64_t>& shap
     out.push_back(static_cast<float>(v.number()));
   }
   return OkStatus();
+}
+
+// FlattenList's work at `depth`; `first`: where this list's numbers begin in `out`.
+Status FlattenAt(const Json& v, int depth, Scale scale, std::vector<int64_t>& shape,
+                 std::vector<float>& out, size_t first, const std::string& where) {
+  if (!v.is_array()) return AppendNumber(v, depth, scale, shape, out, where);
+  if (depth >= kMaxDepth) return InvalidArgumentError(where + ": nested too deeply");
+  if (static_cast<size_t>(depth) == shape.size()) {
+    // A new innermost dimension, after numbers one level up ([1, [2]]): not rectangular.
+    if (out.size() != first) {
+      return InvalidArgumentError(where + ": not rectangular (a list where a number belongs)");
+    }
+    shape.push_back(static_cast<int64_t>(v.size()));
+  } else if (shape[depth] != static_cast<int64_t>(v.size())) {
+    return InvalidArgumentError(where + ": not rectangular (a list of " + std::to_string(v.size()) +
+                                " where others have " + std::to_string(shape[depth]) + ")");
+  }
+  // The innermost lists' numbers, most of a body, without a call each: a float where the
+  // shape has its innermost dimension here, anything else through the checks above.
+  for (const Json e : v.elements()) {
+    // (Asked each time: a list met before a number here makes the shape deeper.)
+    const bool innermost = static_cast<size_t>(depth) + 1 == shape.size();
+    if (innermost && scale == Scale::kNone && e.is_number() &&
+        static_cast<int64_t>(out.size()) < kMaxElements) {
+      out.push_back(static_cast<float>(e.number()));
+      continue;
+    }
+    RETURN_IF_ERROR(FlattenAt(e, depth + 1, scale, shape, out, first, where));
+  }
+  return OkStatus();
+}
+
+// Appends the numbers of a nested list to `out`, checking that it is rectangular; `shape`
+// (empty) receives the dimensions found.
+Status Flatten(const Json& v, Scale scale, std::vector<int64_t>& shape, std::vector<float>& out,
+               const std::string& where) {
+  return FlattenAt(v, 0, scale, shape, out, out.size(), where);
 }
 
 bool SameShape(const std::vector<int64_t>& a, const std::vector<int64_t>& b, size_t skip_a) {
@@ -95,7 +117,7 @@ bool IsBinary(const Json& v) { return v.is_object() && v.size() == 1 && v.contai
 // A {"b64": ...} value: a PNG or JPEG fitted to the model's [C, H, W].
 Status DecodeBinary(const Json& v, const ModelMeta& meta, std::vector<float>& out,
                     const std::string& where) {
-  const Json& text = *v.find("b64");
+  const Json text = *v.find("b64");
   if (!text.is_string()) return InvalidArgumentError(where + ".b64: not a string");
   if (meta.input_shape.size() != 3 ||
       (meta.input_shape[0] != 1 && meta.input_shape[0] != 3)) {
@@ -128,7 +150,7 @@ Status AddExample(const Json& v, const ModelMeta& meta, Tensor& batch, const std
   }
   std::vector<int64_t> shape;
   const size_t before = batch.data.size();
-  RETURN_IF_ERROR(Flatten(v, 0, Scale::kNone, shape, batch.data, where));
+  RETURN_IF_ERROR(Flatten(v, Scale::kNone, shape, batch.data, where));
   if (!FitsInput(shape, meta)) {
     return InvalidArgumentError(where + ": shape " + ShapeString(shape) +
                                 " does not match the model's input " + InputShapeText(meta));
@@ -151,18 +173,18 @@ Status AddExample(const Json& v, const ModelMeta& meta, Tensor& batch, const std
 }
 
 // A row's value: the example itself, or {"name": example} for a model's one named input.
-StatusOr<const Json*> Unname(const Json& v, const std::string& where) {
-  if (!v.is_object() || IsBinary(v)) return &v;
+StatusOr<Json> Unname(const Json& v, const std::string& where) {
+  if (!v.is_object() || IsBinary(v)) return v;
   if (v.size() != 1) {
     return InvalidArgumentError(where + ": names " + std::to_string(v.size()) +
                                 " inputs; the model takes one");
   }
-  return &v.members()[0].second;
+  return (*v.members().begin()).second;
 }
 
 StatusOr<int> ParseTopK(const Json& j, const ModelMeta& meta) {
-  const Json* k = j.find("top_k");
-  if (k == nullptr) return 0;
+  const std::optional<Json> k = j.find("top_k");
+  if (!k) return 0;
   if (!k->is_number_integer() || k->integer() < 0 || k->integer() > 1000) {
     return InvalidArgumentError("top_k: " + k->dump().substr(0, 40) +
                                 " is not an integer in [0, 1000]");
@@ -243,10 +265,11 @@ void AppendJsonFloat(std::string& out, float v) {
 }
 
 StatusOr<PredictRequest> ParsePredictRequest(std::string_view body, const ModelMeta& meta) {
-  ASSIGN_OR_RETURN(Json j, ParseBody(body));
+  ASSIGN_OR_RETURN(const JsonDocument doc, ParseBody(body));
+  const Json j = doc.root();
   PredictRequest r;
   ASSIGN_OR_RETURN(r.top_k, ParseTopK(j, meta));
-  if (const Json* s = j.find("signature_name")) {
+  if (const std::optional<Json> s = j.find("signature_name")) {
     if (!s->is_string() || (s->str() != "serving_default" && !s->str().empty())) {
       return InvalidArgumentError("signature_name: " + s->dump().substr(0, 80) +
                                   " is not a signature of this model (it has serving_default)");
@@ -260,24 +283,30 @@ StatusOr<PredictRequest> ParsePredictRequest(std::string_view body, const ModelM
         "(columnar format)");
   }
   if (has_instances) {
-    const Json& instances = *j.find("instances");
+    const Json instances = *j.find("instances");
     if (!instances.is_array() || instances.empty()) {
       return InvalidArgumentError("instances: must be a non-empty list of examples");
     }
-    for (size_t i = 0; i < instances.size(); ++i) {
-      const std::string where = "instances[" + std::to_string(i) + "]";
-      ASSIGN_OR_RETURN(const Json* example, Unname(instances[i], where));
-      RETURN_IF_ERROR(AddExample(*example, meta, r.input, where));
+    size_t i = 0;
+    for (const Json instance : instances.elements()) {
+      const std::string where = "instances[" + std::to_string(i++) + "]";
+      ASSIGN_OR_RETURN(const Json example, Unname(instance, where));
+      RETURN_IF_ERROR(AddExample(example, meta, r.input, where));
+      if (i == 1) {  // room for the others, now that an example's size is known
+        r.input.data.reserve(std::min<size_t>(instances.size() * r.input.data.size(),
+                                              static_cast<size_t>(kMaxElements)));
+      }
     }
     return r;
   }
   r.columnar = true;
-  ASSIGN_OR_RETURN(const Json* inputs, Unname(*j.find("inputs"), "inputs"));
-  if (!inputs->is_array() || inputs->empty()) {
+  ASSIGN_OR_RETURN(const Json inputs, Unname(*j.find("inputs"), "inputs"));
+  if (!inputs.is_array() || inputs.empty()) {
     return InvalidArgumentError("inputs: must be a non-empty list (the batch) of examples");
   }
-  for (size_t i = 0; i < inputs->size(); ++i) {
-    RETURN_IF_ERROR(AddExample((*inputs)[i], meta, r.input, "inputs[" + std::to_string(i) + "]"));
+  size_t i = 0;
+  for (const Json example : inputs.elements()) {
+    RETURN_IF_ERROR(AddExample(example, meta, r.input, "inputs[" + std::to_string(i++) + "]"));
   }
   return r;
 }
@@ -298,17 +327,18 @@ std::string FormatPredictResponse(const Tensor& output, const PredictRequest& re
 }
 
 StatusOr<PredictRequest> ParseInferRequest(std::string_view body, const ModelMeta& meta) {
-  ASSIGN_OR_RETURN(Json j, ParseBody(body));
+  ASSIGN_OR_RETURN(const JsonDocument doc, ParseBody(body));
+  const Json j = doc.root();
   PredictRequest r;
-  if (const Json* id = j.find("id")) {
+  if (const std::optional<Json> id = j.find("id")) {
     if (!id->is_string()) return InvalidArgumentError("id: not a string");
-    r.id = id->str();
+    r.id = std::string(id->str());
   }
-  const Json* inputs = j.find("inputs");
-  if (inputs == nullptr || !inputs->is_array() || inputs->size() != 1) {
+  const std::optional<Json> inputs = j.find("inputs");
+  if (!inputs || !inputs->is_array() || inputs->size() != 1) {
     return InvalidArgumentError("inputs: must be a list of one tensor (the model has one input)");
   }
-  const Json& in = (*inputs)[0];
+  const Json in = *inputs->elements().begin();
   if (!in.is_object()) return InvalidArgumentError("inputs[0]: not an object");
   for (const char* field : {"name", "shape", "datatype", "data"}) {
     if (!in.contains(field)) {
@@ -316,14 +346,14 @@ StatusOr<PredictRequest> ParseInferRequest(std::string_view body, const ModelMet
     }
   }
   if (!in.find("name")->is_string()) return InvalidArgumentError("inputs[0].name: not a string");
-  const Json& shape = *in.find("shape");
+  const Json shape = *in.find("shape");
   if (!shape.is_array() || shape.size() < 2 || shape.size() > 5) {
     return InvalidArgumentError("inputs[0].shape: must list the batch size and the example's "
                                 "dimensions, e.g. [1, 1, 28, 28]");
   }
   std::vector<int64_t> dims;
   int64_t elements = 1;
-  for (const Json& d : shape.elements()) {
+  for (const Json d : shape.elements()) {
     if (!d.is_number_integer() || d.integer() < 0 || d.integer() > kMaxElements) {
       return InvalidArgumentError("inputs[0].shape: " + d.dump().substr(0, 40) + " is not a size");
     }
@@ -337,8 +367,8 @@ StatusOr<PredictRequest> ParseInferRequest(std::string_view body, const ModelMet
                                 " does not match the model's input [N] + " + InputShapeText(meta));
   }
   if (dims[0] == 0) return InvalidArgumentError("inputs[0].shape: the batch is empty");
-  const Json& datatype = *in.find("datatype");
-  const std::string type = datatype.is_string() ? datatype.str() : "";
+  const Json datatype = *in.find("datatype");
+  const std::string type(datatype.str());
   Scale scale;
   if (type == "FP32") {
     scale = Scale::kNone;
@@ -349,8 +379,7 @@ StatusOr<PredictRequest> ParseInferRequest(std::string_view body, const ModelMet
                                 " is not supported (FP32, or UINT8/INT64 pixel values 0-255)");
   }
   std::vector<int64_t> data_shape;
-  RETURN_IF_ERROR(
-      Flatten(*in.find("data"), 0, scale, data_shape, r.input.data, "inputs[0].data"));
+  RETURN_IF_ERROR(Flatten(*in.find("data"), scale, data_shape, r.input.data, "inputs[0].data"));
   if (static_cast<int64_t>(r.input.data.size()) != elements) {
     return InvalidArgumentError("inputs[0].data: " + std::to_string(r.input.data.size()) +
                                 " values for shape " + ShapeString(dims) + " (" +
