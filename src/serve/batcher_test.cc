@@ -24,6 +24,14 @@ struct Recorder {
   std::shared_future<void> released = release.get_future().share();
   std::atomic<bool> hold_first{false};
 
+  // Until the first batch is running (held, with hold_first).
+  void WaitForABatch() {
+    while (true) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!batches.empty()) return;
+    }
+  }
+
   Batcher::Runner Runner() {
     return [this](const Tensor& in) -> StatusOr<Tensor> {
       bool first;
@@ -53,10 +61,7 @@ TEST(BatcherTest, QueuedTasksShareOneBatchAndEachGetsItsOwnRows) {
   };
   // The first runs alone and is held; the next three queue behind it and go as one batch.
   ASSERT_TRUE(batcher.Submit(Rows({1}), done(0)).ok());
-  while (true) {
-    std::lock_guard<std::mutex> lock(rec.mu);
-    if (!rec.batches.empty()) break;
-  }
+  rec.WaitForABatch();
   ASSERT_TRUE(batcher.Submit(Rows({2, 3}), done(1)).ok());
   ASSERT_TRUE(batcher.Submit(Rows({4}), done(2)).ok());
   ASSERT_TRUE(batcher.Submit(Rows({5, 6, 7}), done(3)).ok());
@@ -80,10 +85,7 @@ TEST(BatcherTest, AFullQueueIsUnavailableAtOnce) {
   std::atomic<int> answered{0};
   auto done = [&](StatusOr<Tensor>, std::chrono::nanoseconds) { ++answered; };
   ASSERT_TRUE(batcher.Submit(Rows({1}), done).ok());
-  while (true) {
-    std::lock_guard<std::mutex> lock(rec.mu);
-    if (!rec.batches.empty()) break;
-  }
+  rec.WaitForABatch();
   ASSERT_TRUE(batcher.Submit(Rows({1, 2}), done).ok());
   ASSERT_TRUE(batcher.Submit(Rows({3, 4}), done).ok());
   Status full = batcher.Submit(Rows({5}), done);
@@ -120,10 +122,7 @@ TEST(BatcherTest, ExamplesOfOtherShapesAreNotMixed) {
     ++answered;
   };
   ASSERT_TRUE(batcher.Submit(Rows({1}), done).ok());
-  while (true) {
-    std::lock_guard<std::mutex> lock(rec.mu);
-    if (!rec.batches.empty()) break;
-  }
+  rec.WaitForABatch();
   Tensor wide;
   wide.shape = {1, 2};
   wide.data = {1, 2};
@@ -216,10 +215,7 @@ TEST(BatcherTest, WhileABatchRunsTheNextOneForms) {
     ++answered;
   };
   ASSERT_TRUE(batcher.Submit(Rows({1}), done).ok());
-  while (true) {
-    std::lock_guard<std::mutex> lock(rec.mu);
-    if (!rec.batches.empty()) break;
-  }
+  rec.WaitForABatch();
   for (float v : {2.0f, 3.0f, 4.0f}) {
     ASSERT_TRUE(batcher.Submit(Rows({v}), done).ok());
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // the idle thread could go
