@@ -76,10 +76,12 @@ int AmbiguousTestImages(const std::string& model_pt) {
   torch::Tensor x = torch::from_blob(test->pixels.data(), {test->count, 1, 28, 28}, torch::kUInt8)
                         .to(torch::kFloat32) /
                     255.0;
-  torch::Tensor logits = m.forward({x}).toTensor().contiguous();
   int ambiguous = 0;
-  for (int64_t i = 0; i < test->count; ++i) {
-    ambiguous += AmbiguousPrediction(logits[i].data_ptr<float>(), 10);
+  for (const torch::Tensor& chunk : x.split(256)) {  // as tarn-train evaluates (Evaluate)
+    torch::Tensor logits = m.forward({chunk}).toTensor().contiguous();
+    for (int64_t i = 0; i < logits.size(0); ++i) {
+      ambiguous += AmbiguousPrediction(logits[i].data_ptr<float>(), 10);
+    }
   }
   return ambiguous;
 }
@@ -331,8 +333,9 @@ def idx(p):
 m = torch.jit.load(sys.argv[1])
 x = torch.from_numpy(idx(sys.argv[2] + "/t10k-images-idx3-ubyte.gz").copy()).float().div(255).unsqueeze(1)
 y = torch.from_numpy(idx(sys.argv[2] + "/t10k-labels-idx1-ubyte.gz").copy()).long()
+# In chunks of 256, as tarn-train evaluates: one batch of all 10,000 took 16.6 s here, 9.6.
 with torch.no_grad():
-    print(int((m(x).argmax(1) == y).sum()))
+    print(sum(int((m(a).argmax(1) == b).sum()) for a, b in zip(x.split(256), y.split(256))))
 )";
   auto py = RunCommand({"/usr/bin/python3", "-c", script, model_pt, kData}, 120s);
   EXPECT_TRUE(py.ok());
@@ -606,6 +609,7 @@ TEST_F(TrainTest, TheBatchLoaderYieldsEveryBatchInOrderFromWhereItStarts) {
 // The independent reference: Python's torch.jit.load runs the exported version and scores
 // exactly what tarn-train measured, for both zoo models.
 TEST_F(TrainTest, PythonsTorchJitLoadRunsTheExportedModels) {
+  if (kSanitized) GTEST_SKIP() << "release build only: its time is libtorch's and Python's";
   for (const std::string model : {"mlp", "cnn"}) {
     LocalTrainingOptions o;
     o.model = model;
@@ -688,11 +692,14 @@ TEST_F(TrainTest, APollerNeverSeesPartOfAVersionWhileOldOnesAreRemoved) {
 }
 
 // kill -9 of the ps mid-run: the chief gives the restarted, empty ps its share of the newest
-// checkpoint, training goes on from that step, and the run ends normally.
+// checkpoint, training goes on from that step, and the run ends normally. The MLP: what is
+// tested is the ps's recovery, which is the same code for every model, and the CNN under ASan
+// spends 12x as long (125 against 10.7 s) in the allocator's mmap and page faults of
+// libtorch's large convolution buffers.
 TEST_F(TrainTest, AKilledPsComesBackFromTheCheckpoint) {
   const std::string ps = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
   const std::vector<std::string> common = {"--model",
-                                           "cnn",
+                                           "mlp",
                                            "--ps_hosts",
                                            ps,
                                            "--worker_hosts",
