@@ -68,11 +68,15 @@ std::vector<int64_t> Steps(const std::string& dir) {
   return steps;
 }
 
-uint32_t Crc(const std::vector<std::vector<float>>& arrays) {
+// Over the arrays, then the buffers: state.bin's bytes in order.
+uint32_t Crc(const std::vector<std::vector<float>>& arrays, const std::vector<float>& buffers) {
   uLong crc = ::crc32(0L, Z_NULL, 0);
-  for (const auto& a : arrays) {
-    const auto* p = reinterpret_cast<const Bytef*>(a.data());
-    size_t left = a.size() * sizeof(float);
+  std::vector<const std::vector<float>*> all;
+  for (const auto& a : arrays) all.push_back(&a);
+  all.push_back(&buffers);
+  for (const std::vector<float>* a : all) {
+    const auto* p = reinterpret_cast<const Bytef*>(a->data());
+    size_t left = a->size() * sizeof(float);
     while (left > 0) {
       const uInt chunk = static_cast<uInt>(std::min<size_t>(left, 1u << 30));
       crc = ::crc32(crc, p, chunk);
@@ -98,6 +102,7 @@ Status WriteCheckpoint(const std::string& dir, const Checkpoint& c, int keep) {
   RETURN_IF_ERROR(MakeDirectories(tmp, 0755));
   std::vector<std::pair<const void*, size_t>> parts;
   for (const auto& a : c.arrays) parts.push_back({a.data(), a.size() * sizeof(float)});
+  parts.push_back({c.buffers.data(), c.buffers.size() * sizeof(float)});
   const nlohmann::json meta = {{"step", c.step},
                                {"model", c.model},
                                {"optimizer", c.optimizer},
@@ -105,7 +110,8 @@ Status WriteCheckpoint(const std::string& dir, const Checkpoint& c, int keep) {
                                {"position", c.position},
                                {"arrays", c.arrays.size()},
                                {"elements", c.arrays[0].size()},
-                               {"crc32", Crc(c.arrays)}};
+                               {"buffers", c.buffers.size()},
+                               {"crc32", Crc(c.arrays, c.buffers)}};
   const std::string meta_text = meta.dump(2) + "\n";
   Status s = WriteFileSynced(tmp + "/state.bin", parts);
   if (s.ok()) s = WriteFileSynced(tmp + "/meta.json", {{meta_text.data(), meta_text.size()}});
@@ -140,7 +146,7 @@ StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& dir) {
   };
   if (!meta.is_object()) return bad("meta.json is not a JSON object");
   Checkpoint c;
-  size_t arrays = 0, elements = 0;
+  size_t arrays = 0, elements = 0, buffers = 0;
   uint32_t crc = 0;
   try {
     c.step = meta.at("step").get<int64_t>();
@@ -151,29 +157,38 @@ StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& dir) {
     arrays = meta.at("arrays").get<size_t>();
     elements = meta.at("elements").get<size_t>();
     crc = meta.at("crc32").get<uint32_t>();
+    buffers = meta.value("buffers", size_t{0});  // absent before checkpoints held buffers
   } catch (const nlohmann::json::exception& e) {
     return bad(std::string("meta.json: ") + e.what());
   }
-  if (arrays < 1 || arrays > 3 || elements == 0 || elements > (size_t{1} << 32)) {
-    return bad("meta.json: implausible arrays/elements");
+  if (arrays < 1 || arrays > 3 || elements == 0 || elements > (size_t{1} << 32) ||
+      buffers > (size_t{1} << 32)) {
+    return bad("meta.json: implausible arrays/elements/buffers");
   }
-  ASSIGN_OR_RETURN(std::string state,
-                   ReadFileToString(path + "/state.bin", arrays * elements * sizeof(float) + 1));
-  if (state.size() != arrays * elements * sizeof(float)) {
+  const size_t bytes = (arrays * elements + buffers) * sizeof(float);
+  ASSIGN_OR_RETURN(std::string state, ReadFileToString(path + "/state.bin", bytes + 1));
+  if (state.size() != bytes) {
     return bad("state.bin holds " + std::to_string(state.size()) + " bytes, meta.json says " +
-               std::to_string(arrays * elements * sizeof(float)));
+               std::to_string(bytes));
   }
   c.arrays.assign(arrays, std::vector<float>(elements));
   for (size_t i = 0; i < arrays; ++i) {
     std::memcpy(c.arrays[i].data(), state.data() + i * elements * sizeof(float),
                 elements * sizeof(float));
   }
-  if (Crc(c.arrays) != crc) return bad("state.bin does not match its checksum (corrupt)");
+  c.buffers.resize(buffers);
+  if (buffers > 0) {
+    std::memcpy(c.buffers.data(), state.data() + arrays * elements * sizeof(float),
+                buffers * sizeof(float));
+  }
+  if (Crc(c.arrays, c.buffers) != crc)
+    return bad("state.bin does not match its checksum (corrupt)");
   return c;
 }
 
 StatusOr<Checkpoint> ReadResumableCheckpoint(const std::string& dir, const std::string& model,
-                                             const std::string& optimizer, size_t elements) {
+                                             const std::string& optimizer, size_t elements,
+                                             size_t buffer_elements) {
   if (dir.empty()) return NotFoundError("no checkpoint directory");
   ASSIGN_OR_RETURN(Checkpoint latest, ReadLatestCheckpoint(dir));
   const std::string which =
@@ -188,6 +203,12 @@ StatusOr<Checkpoint> ReadResumableCheckpoint(const std::string& dir, const std::
     return FailedPreconditionError(which + " holds " + std::to_string(latest.arrays[0].size()) +
                                    " parameters, model " + model + " has " +
                                    std::to_string(elements) + "; use another --checkpoint_dir");
+  }
+  if (latest.buffers.size() != buffer_elements) {
+    return FailedPreconditionError(which + " holds " + std::to_string(latest.buffers.size()) +
+                                   " buffer values (batch norm's statistics), model " + model +
+                                   " has " + std::to_string(buffer_elements) +
+                                   "; use another --checkpoint_dir");
   }
   return latest;
 }

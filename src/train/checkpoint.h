@@ -1,7 +1,8 @@
 // Checkpoints of a training cluster, written by its chief: <dir>/ckpt-<step>/ with
 // state.bin (the parameters, then the optimiser's moment arrays: raw float32 in model order,
-// one array after another) and meta.json (step, arrays, elements, the model and optimiser
-// names, the chief's data position, and a CRC-32 of state.bin). A checkpoint is written to
+// one array after another, then the chief's model buffers, batch norm's running statistics)
+// and meta.json (step, arrays, elements, buffers, the model and optimiser names, the chief's
+// data position, and a CRC-32 of state.bin). A checkpoint is written to
 // a hidden temporary directory, fsync'ed and renamed into place, so it exists whole or not
 // at all; the newest is the one with the highest step. The newest `keep` are kept.
 //
@@ -25,6 +26,9 @@ struct Checkpoint {
   int64_t epoch = 1;      // the chief's data position: the epoch it is in,
   int64_t position = 0;   // and the batches of it already done
   std::vector<std::vector<float>> arrays;  // [0] parameters, then the moments
+  // The model's buffers (BufferValues in model_zoo.h): what the parameter servers do not
+  // hold. Empty for models without any, and in checkpoints written before buffers were.
+  std::vector<float> buffers;
 };
 
 Status WriteCheckpoint(const std::string& dir, const Checkpoint& checkpoint, int keep = 3);
@@ -33,9 +37,11 @@ Status WriteCheckpoint(const std::string& dir, const Checkpoint& checkpoint, int
 StatusOr<Checkpoint> ReadLatestCheckpoint(const std::string& dir);
 
 // The newest checkpoint under `dir` if it is one of `model` trained with `optimizer`
-// ("adam" or "sgd") and `elements` parameters; NOT_FOUND when there is none (or `dir` is
-// ""), FAILED_PRECONDITION naming what differs when the newest is of something else.
+// ("adam" or "sgd"), `elements` parameters and `buffer_elements` buffer values; NOT_FOUND
+// when there is none (or `dir` is ""), FAILED_PRECONDITION naming what differs when the
+// newest is of something else.
 StatusOr<Checkpoint> ReadResumableCheckpoint(const std::string& dir, const std::string& model,
-                                             const std::string& optimizer, size_t elements);
+                                             const std::string& optimizer, size_t elements,
+                                             size_t buffer_elements);
 
 }  // namespace tarn::train

@@ -125,7 +125,8 @@ StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& o,
     // The newest checkpoint of this model and optimiser; NOT_FOUND when there is none (or
     // no --checkpoint_dir), an error when the newest is of something else.
     auto newest_checkpoint = [&] {
-      return ReadResumableCheckpoint(t.checkpoint_dir, t.model, t.optimizer.kind, elements);
+      return ReadResumableCheckpoint(t.checkpoint_dir, t.model, t.optimizer.kind, elements,
+                                     BufferElements(model));
     };
     int64_t start_epoch = 1, start_position = 0;
     if (c.IsChief()) {
@@ -138,6 +139,8 @@ StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& o,
           log(TaskName(c) + ": restored the parameter servers from the checkpoint of step " +
               std::to_string(latest->step));
         }
+        // The model's buffers (batch norm's running statistics) are the chief's alone.
+        RETURN_IF_ERROR(SetBufferValues(model, latest->buffers));
         start_epoch = latest->epoch;
         start_position = latest->position;
         log(TaskName(c) + ": resuming from the checkpoint of step " + std::to_string(latest->step) +
@@ -180,6 +183,7 @@ StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& o,
       ck.epoch = epoch;
       ck.position = position;
       ck.arrays = std::move(state.arrays);
+      ck.buffers = BufferValues(model);
       RETURN_IF_ERROR(WriteCheckpoint(t.checkpoint_dir, ck));
       last_checkpoint = ck.step;
       log(TaskName(c) + ": checkpoint of step " + std::to_string(ck.step) + " (epoch " +

@@ -42,8 +42,8 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
     const size_t elements = std::accumulate(sizes.begin(), sizes.end(), size_t{0});
 
     int64_t step = 0, epoch = 1, position = 0;  // position: the batches done this epoch
-    StatusOr<Checkpoint> latest =
-        ReadResumableCheckpoint(o.checkpoint_dir, o.model, o.optimizer.kind, elements);
+    StatusOr<Checkpoint> latest = ReadResumableCheckpoint(
+        o.checkpoint_dir, o.model, o.optimizer.kind, elements, BufferElements(model));
     if (latest.ok()) {
       // Model order, one parameter after another: [0] the parameters, then the moments.
       size_t at = 0;
@@ -56,6 +56,7 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
         optimizers[i].set_steps(latest->step);
       }
       host.ToModel();
+      RETURN_IF_ERROR(SetBufferValues(model, latest->buffers));
       step = latest->step;
       epoch = latest->epoch;
       position = latest->position;
@@ -100,6 +101,7 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
                       sizes[i] * sizeof(float));
         }
       }
+      ck.buffers = BufferValues(model);
       RETURN_IF_ERROR(WriteCheckpoint(o.checkpoint_dir, ck));
       log("checkpoint of step " + std::to_string(step) + " (epoch " + std::to_string(epoch) +
           ", batch " + std::to_string(position) + ")");

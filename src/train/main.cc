@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   std::string job_name, ps_hosts, worker_hosts;
   int64_t task_index = 0;
   tarn::train::DistributedOptions d;
-  app.add_option("--model", o.model, "a zoo model (mlp, cnn) or a TorchScript file")
+  app.add_option("--model", o.model, "a zoo model (mlp, cnn, cnn_bn) or a TorchScript file")
       ->capture_default_str();
   app.add_option("--data_dir", o.data_dir, "IDX files (gzipped or not)")->capture_default_str();
   app.add_option("--export_base", o.export_base,

@@ -56,11 +56,14 @@ StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& b
   std::filesystem::remove_all(tmp, ec);
   RETURN_IF_ERROR(MakeDirectories(tmp, 0755));
   meta["version"] = version;
+  const bool training = module.is_training();
   try {
     // Always saved on the CPU, whatever the model trains on, so that any server (and
     // Python's torch.jit.load without map_location) loads it.
+    // And in eval mode: batch norm uses its running statistics, as when served.
     bool on_cpu = true;
     for (const torch::Tensor& p : module.parameters()) on_cpu = on_cpu && p.device().is_cpu();
+    module.eval();
     if (on_cpu) {
       module.save(tmp + "/model.pt");
     } else {
@@ -68,7 +71,9 @@ StatusOr<int64_t> ExportVersion(torch::jit::Module& module, const std::string& b
       copy.to(torch::kCPU);
       copy.save(tmp + "/model.pt");
     }
+    module.train(training);
   } catch (const std::exception& e) {
+    module.train(training);
     std::filesystem::remove_all(tmp, ec);
     return InternalError(tmp + "/model.pt: cannot save: " + e.what());
   }
