@@ -1,14 +1,21 @@
 // The README's first command, CI-sized: examples/fashion-mnist/demo.py runs the Fashion-MNIST
-// assembly on a real tarn server (2 ps, 2 workers, 2 serving replicas as containers), two
-// epochs, and must end with the served model answering the whole test set at >= 0.85 through
-// the REST API while a client running all along saw no error. The plain run is also watched
-// in the dashboard (demo.py --ui-check: web/test/ui_fmnist.mjs in headless Chromium): the
-// training curves gain points, versions reach the timeline with their accuracy, and both
-// replicas switch to a newer version. Needs root.
+// assembly on a real tarn server (2 ps, 2 workers, 2 serving replicas as containers) for one
+// or two epochs (demo.py compresses the learning-rate decay to them) and must end with the
+// served model answering the whole test set above a bar through the REST API while a client
+// running all along saw no error. The plain run is also watched in the dashboard (demo.py
+// --ui-check: web/test/ui_fmnist.mjs in headless Chromium): the training curves gain points,
+// versions reach the timeline with their accuracy, and both replicas switch to a newer
+// version. Needs root.
 //
-// Two epochs, not one: one epoch of asynchronous training lands too near the bar to be a
-// test. Measured: 0.8645 alone, and 0.8496 in CI, where the other tests beside it make one
-// worker lag (its stale pushes count less), on 2026-12-02.
+// The bars, from cnn_bn measured on 2026-12-07: one epoch the demo's way reached 0.8871-0.8967
+// over seeds 1-5 (0.8975 from images here); two epochs in this test 0.9084-0.9121 over three
+// runs. In CI the tests beside it make one worker lag (its stale pushes count less), which
+// cost the old `cnn` 0.015 in one epoch (0.8645 alone, 0.8496 in CI); each bar is the worst
+// run less that and about 0.007 more for seeds: 0.865 for one epoch, 0.885 for two.
+//
+// The dashboard's run trains two epochs, not one: one epoch lasts about 10 s, and its two
+// versions (the first export and the last) come and go before the page has seen the replicas
+// switch. Both runs export every 4 s, so that they give the replicas several versions.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,6 +23,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 
 #include "common/subprocess.h"
 #include "common/temp_dir.h"
@@ -31,7 +39,8 @@ using namespace std::chrono_literals;
 // the kernel OOM-kills them, which says nothing about tarn.
 
 // demo.py with `extra` arguments, on a server of its own address range; its result.
-tarn::StatusOr<tarn::CommandResult> RunDemo(std::vector<std::string> extra) {
+tarn::StatusOr<tarn::CommandResult> RunDemo(std::vector<std::string> extra,
+                                            const char* min_accuracy) {
   tarn::TempDir dir("tarn-demo-test");
   std::string range;
   const int lock = tarn::testing::LockAddressRange(&range);
@@ -45,11 +54,22 @@ tarn::StatusOr<tarn::CommandResult> RunDemo(std::vector<std::string> extra) {
       "/usr/bin/python3", TARN_SOURCE_DIR "/examples/fashion-mnist/demo.py",
       "--tarn",           TARN_BINARY,
       "--config",         config,
-      "--min-accuracy",   "0.85",
+      "--min-accuracy",   min_accuracy,
       "--timeout",        "700"};
   args.insert(args.end(), extra.begin(), extra.end());
   auto run = tarn::RunCommand(args, 800s);
   ::close(lock);
+  // The figures a passing run would otherwise keep to itself (the served accuracy, the
+  // versions, the time), for the test log.
+  if (run.ok()) {
+    std::istringstream lines(run->out);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.starts_with("served version") || line.starts_with("training and serving") ||
+          line.starts_with("client during")) {
+        std::cout << "demo.py: " << line << "\n";
+      }
+    }
+  }
   return run;
 }
 
@@ -65,17 +85,17 @@ int ServedCorrect(const std::string& out) {
 
 TEST(DemoTest, TheFashionMnistAssemblyTrainsServesAndAnswersTheTestSet) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (tarn server starts containers)";
-  std::vector<std::string> args = {"--epochs", "2"};
+  std::vector<std::string> args = {"--epochs", "2", "--export-every-secs", "4"};
   const std::string missing = tarn::testing::DashboardBrowserMissing(TARN_SOURCE_DIR "/web");
   if (missing.empty()) {
     args.insert(args.end(), {"--ui-check", TARN_BINARY_DIR "/ui-screenshots"});
   } else {
     std::cout << "the dashboard's check of this run is skipped: " << missing << "\n";
   }
-  auto run = RunDemo(args);
+  auto run = RunDemo(args, "0.885");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(run->exit_code, 0) << run->out << run->err;
-  EXPECT_GE(ServedCorrect(run->out), 8500) << run->out;
+  EXPECT_GE(ServedCorrect(run->out), 8850) << run->out;
   EXPECT_NE(run->out.find(", 0 errors,"), std::string::npos) << run->out;
   EXPECT_NE(run->out.find("Successfully destroyed service fmnist"), std::string::npos) << run->out;
   if (missing.empty()) {
@@ -91,7 +111,7 @@ TEST(DemoTest, TheFashionMnistAssemblyTrainsServesAndAnswersTheTestSet) {
 
 // The same assembly from container images (assembly-docker.json: localhost/tarn-fmnist,
 // which scripts/images makes from the release build before the release tests run): every
-// instance a podman container, trained and served to the same accuracy.
+// instance a podman container, trained for one epoch (no dashboard watches it) and served.
 TEST(DemoTest, TheFashionMnistAssemblyFromImagesTrainsAndServes) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (tarn server starts containers)";
   auto image = tarn::RunCommand({"podman", "image", "exists", "localhost/tarn-fmnist:latest"}, 60s);
@@ -99,11 +119,12 @@ TEST(DemoTest, TheFashionMnistAssemblyFromImagesTrainsAndServes) {
     GTEST_SKIP() << "no image localhost/tarn-fmnist:latest (scripts/images makes it; "
                     "scripts/test does before the release tests)";
   }
-  auto run = RunDemo({"--epochs", "2", "--assembly",
-                      TARN_SOURCE_DIR "/examples/fashion-mnist/assembly-docker.json"});
+  auto run = RunDemo({"--epochs", "1", "--export-every-secs", "4", "--assembly",
+                      TARN_SOURCE_DIR "/examples/fashion-mnist/assembly-docker.json"},
+                     "0.865");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(run->exit_code, 0) << run->out << run->err;
-  EXPECT_GE(ServedCorrect(run->out), 8500) << run->out;
+  EXPECT_GE(ServedCorrect(run->out), 8650) << run->out;
   EXPECT_NE(run->out.find("Successfully destroyed service fmnist"), std::string::npos) << run->out;
 }
 
@@ -114,7 +135,7 @@ TEST(DemoTest, TheFashionMnistAssemblyFromImagesTrainsAndServes) {
 // connection is refused or reset sees no failed request.
 TEST(DemoTest, KillNineOfAReplicaAPsTheChiefAndTheServerLosesNoRequest) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root (tarn server starts containers)";
-  auto run = RunDemo({"--epochs", "3", "--faults"});
+  auto run = RunDemo({"--epochs", "3", "--faults"}, "0.885");
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   EXPECT_EQ(run->exit_code, 0) << run->out << run->err;
   for (const char* line :

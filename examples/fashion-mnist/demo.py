@@ -344,8 +344,13 @@ def main():
     p.add_argument("--config", default=os.path.join(HERE, "one-small-machine.json"),
                    help="tarn server's config (the node's vcores and memory)")
     p.add_argument("--epochs", type=int, default=0,
-                   help="override the assembly's --epochs (CI-sized runs use 1)")
-    p.add_argument("--min-accuracy", type=float, default=0.90)
+                   help="override the assembly's --epochs (CI-sized runs use 1); its "
+                        "--lr_decay_steps scale with them, so the learning rate ends where "
+                        "the full run's does")
+    p.add_argument("--export-every-secs", type=int, default=0,
+                   help="override the assembly's --export_every_secs (short runs export more "
+                        "often so that the replicas see more than one version)")
+    p.add_argument("--min-accuracy", type=float, default=0.92)
     p.add_argument("--timeout", type=float, default=1800, help="seconds for the whole run")
     p.add_argument("--faults", action="store_true",
                    help="kill -9 a serving replica, a ps, the chief and tarn server during the "
@@ -366,10 +371,20 @@ def main():
     workdir = tempfile.mkdtemp(prefix="tarn-demo-")
     os.chmod(workdir, 0o711)
     doc = json.load(open(args.assembly))
-    if args.epochs:
-        for c in doc["components"]:
-            c["launch_command"] = re.sub(r"--epochs \d+", f"--epochs {args.epochs}",
-                                         c["launch_command"])
+    for c in doc["components"]:
+        line = c["launch_command"]
+        if args.epochs:
+            base = re.search(r"--epochs (\d+)", line)
+            if base:
+                base = int(base.group(1))
+                line = re.sub(r"--epochs \d+", f"--epochs {args.epochs}", line)
+                line = re.sub(r"--lr_decay_steps (\d+)",
+                              lambda m: f"--lr_decay_steps {int(m.group(1)) * args.epochs // base}",
+                              line)
+        if args.export_every_secs:
+            line = re.sub(r"--export_every_secs \d+",
+                          f"--export_every_secs {args.export_every_secs}", line)
+        c["launch_command"] = line
     assembly = os.path.join(workdir, "assembly.json")
     json.dump(doc, open(assembly, "w"), indent=2)
     epochs = re.search(r"--epochs (\d+)", instances_command(doc, "worker")).group(1)
@@ -578,17 +593,20 @@ def check_faults(tarn, faults):
         ok = False
     out = tarn.log_tail("worker-0", 1 << 20)
     m = re.search(r"resuming from the checkpoint of step (\d+)", out)
-    first = progress_line(out, first=True)
+    # The first global step the restarted chief reports: a progress line, an evaluation or,
+    # when it finishes within one --log_every_secs, its last line.
+    first = m and re.search(r'"step": (\d+)|step (\d+): test accuracy|global step (\d+)',
+                            out[m.end():])
+    first = first and int(next(g for g in first.groups() if g))
     if (not m or first is None or int(m.group(1)) != faults.chief_checkpoint
-            or first.get("step", 0) < int(m.group(1))):
+            or first < int(m.group(1))):
         log(f"   the restarted chief did not resume from its last checkpoint  <- WRONG "
             f"(last checkpoint before the kill: step {faults.chief_checkpoint}; "
-            f"restored: {m.group(0) if m else 'none'}; first progress: {first})")
+            f"restored: {m.group(0) if m else 'none'}; first step reported: {first})")
         ok = False
     else:
         log(f"   the chief's last checkpoint before its kill was step {faults.chief_checkpoint}; "
-            f"restarted, it restored that step and its first progress line says step "
-            f"{first.get('step')}")
+            f"restarted, it restored that step and the first step it reports is {first}")
     return ok
 
 
@@ -596,10 +614,9 @@ def instances_command(doc, component):
     return next(c["launch_command"] for c in doc["components"] if c["name"] == component)
 
 
-def progress_line(text, first=False):
-    """The last (or first) JSON progress line of a tarn-train log, parsed; None if none."""
-    lines = text.splitlines()
-    for line in (lines if first else reversed(lines)):
+def progress_line(text):
+    """The last JSON progress line of a tarn-train log, parsed; None if none."""
+    for line in reversed(text.splitlines()):
         if line.startswith("{") and '"step"' in line:
             try:
                 return json.loads(line)

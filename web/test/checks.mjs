@@ -75,9 +75,13 @@ export async function trainingAndServing(page, url, name, replicas, out, { check
   const exported = seen && seen.rows.find((r) => r.accuracy !== '–');
   check(exported && Number(exported.accuracy) > 0.5,
     `an exported version has its accuracy on the timeline: ${exported && JSON.stringify(exported)}`);
-  check((await plotted('#chart-versions')) > 0, 'the version chart has points');
-  check((await plotted('#chart-rps')) > 0, 'the requests/s chart has points');
-  check((await plotted('#chart-latency')) > 0, 'the inference latency chart has points');
+  // The serving charts plot scraped metrics (a rate needs two scrapes with requests between
+  // them), so a run that lasts 20 s may switch versions before they have points: they get
+  // 30 s more, while the replicas still serve (demo.py destroys nothing before this ends).
+  for (const [id, what] of [['#chart-versions', 'the version chart'],
+    ['#chart-rps', 'the requests/s chart'], ['#chart-latency', 'the inference latency chart']]) {
+    await until(`${what} has points`, async () => (await plotted(id)) > 0, 30000);
+  }
   await page.screenshot({ path: `${out}/training.png`, fullPage: true });
   await page.locator('#versions').screenshot({ path: `${out}/serving.png` });
 }
