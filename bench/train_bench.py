@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """bench/run train: tarn-train against PyTorch (Debian's python3-torch) on the same CNN,
-data, batch size (64), optimiser (Adam 1e-3) and cores, in the same run.
+data, batch size (64), optimiser (Adam 1e-3) and cores, in the same run; and the zoo's
+models against each other, trained the demo's way.
 
   samples/s: training steps only (no evaluation; the peer's batches are sliced from tensors
              already in memory), median of 3 runs of --steps steps, for tarn alone in one
@@ -16,8 +17,18 @@ data, batch size (64), optimiser (Adam 1e-3) and cores, in the same run.
              seed (1 to 5 by default, alternating) and the medians are compared; the steps
              each needed are recorded too, to tell convergence from speed.
 
-Prints one flat JSON object. Usage: train_bench.py TARN_TRAIN [--threads N] [--steps N]
-[--epochs N] [--seeds 1,2,3,4,5] [--eval_every N]
+  the demo's way (part "zoo"): the example assembly's ps and worker commands as plain
+             processes (2 ps + 2 workers, asynchronous, one thread each, its own flags), with
+             the old `cnn` (and the learning rate it had, Adam 1e-3) and with the assembly's
+             model, --zoo_runs times each (seeds 1, 2, ..., alternating): wall time from
+             starting the servers to both workers' ends, and the last export's test accuracy
+             as Python's torch.jit.load scores its model.pt; medians compared. Then one run of
+             the assembly's model for --long_epochs epochs (its decay stretched to match):
+             its best and last evaluation.
+
+Prints one flat JSON object. Usage: train_bench.py TARN_TRAIN [--parts speed,zoo]
+[--threads N] [--steps N] [--epochs N] [--seeds 1,2,3,4,5] [--eval_every N] [--zoo_runs N]
+[--long_epochs N]
 """
 import argparse, gzip, json, os, re, statistics, subprocess, sys, time
 
@@ -203,6 +214,103 @@ def peer_time_to_90(threads, epochs, seed, every):
     return watch_accuracy(proc, r'"step": (\d+), "accuracy": ([0-9.]+)', start)
 
 
+def python_accuracy(model_pt):
+    """The test-set accuracy of an exported model.pt as Python's torch.jit.load scores it."""
+    script = os.path.join(os.path.dirname(__file__), "..", "src", "train", "score_model.py")
+    out = subprocess.run(["/usr/bin/python3", script, model_pt, DATA],
+                         env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+                         capture_output=True, text=True, check=True).stdout
+    return int(out) / 10000
+
+
+def demo_commands():
+    """The example assembly's ps and worker launch commands, $TARN_SHARED_DIR left in."""
+    with open(os.path.join(os.path.dirname(__file__), "..", "examples", "fashion-mnist",
+                           "assembly.json")) as f:
+        doc = json.load(f)
+    return {c["name"]: c["launch_command"] for c in doc["components"]}
+
+
+DEMO_EPOCHS_FLAG = re.compile(r"--epochs \d+")
+LR_FLAGS = re.compile(r" --(learning_rate|lr_decay_steps|lr_decay_rate) \S+")
+
+
+def demo_way(binary, command_of, model, shared, epochs=None, seed=1):
+    """Trains as ./scripts/demo does (2 ps + 2 workers, asynchronous, one thread each, the
+    assembly's own flags) but as plain processes, with `model` in place of the assembly's
+    (`cnn`: also without the assembly's learning-rate flags, as it trained before cnn_bn);
+    `epochs` scales the run and its learning-rate decay. Returns the wall seconds from
+    starting the servers to both workers' ends, the chief's evaluations [[step, accuracy]],
+    and the newest export's accuracy as tarn-train and as Python's torch.jit.load score it."""
+    ps = ["127.0.0.1:%d" % free_port() for _ in range(2)]
+    cluster = ["--ps_hosts", ",".join(ps), "--worker_hosts", "127.0.0.1:1,127.0.0.1:2",
+               "--seed", str(seed)]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", TARN_VCORES="1")
+
+    def args(component, job, index):
+        line = command_of[component].replace("$TARN_SHARED_DIR", shared)
+        if model == "cnn":
+            line = LR_FLAGS.sub("", line)
+        if epochs:
+            base = int(DEMO_EPOCHS_FLAG.search(line).group(0).split()[1])
+            line = DEMO_EPOCHS_FLAG.sub("--epochs %d" % epochs, line)
+            line = re.sub(r"--lr_decay_steps (\d+)",
+                          lambda m: "--lr_decay_steps %d" % (int(m.group(1)) * epochs // base), line)
+        words = line.split()[1:]
+        words[words.index("--model") + 1] = model
+        return [binary, "--job_name", job, "--task_index", str(index)] + words + cluster
+
+    start = time.perf_counter()
+    servers = [subprocess.Popen(args("ps", "ps", i), env=env, stdout=subprocess.DEVNULL)
+               for i in range(2)]
+    workers = [subprocess.Popen(args("worker", "worker", i), env=env, text=True,
+                                stdout=subprocess.PIPE if i == 0 else subprocess.DEVNULL)
+               for i in range(2)]
+    chief_out = workers[0].communicate()[0]
+    codes = [w.wait() for w in workers]
+    seconds = time.perf_counter() - start
+    for s in servers:
+        s.terminate()
+        s.wait()
+    if any(codes):
+        raise RuntimeError("%s: a worker exited with %s" % (model, codes))
+    evaluations = [[int(m.group(1)), float(m.group(2))] for m in
+                   re.finditer(r"step (\d+): test accuracy ([0-9.]+)", chief_out)]
+    models = os.path.join(shared, "models", "fmnist")
+    version = max(int(v) for v in os.listdir(models) if v.isdigit())
+    with open(os.path.join(models, str(version), "meta.json")) as f:
+        accuracy = json.load(f)["accuracy"]
+    python = python_accuracy(os.path.join(models, str(version), "model.pt"))
+    return {"seconds": round(seconds, 1), "accuracy": accuracy, "python_accuracy": python,
+            "version": version, "evaluations": evaluations}
+
+
+def zoo(binary, runs, long_epochs):
+    """The demo's way, old model against new, `runs` times each (alternating), and one
+    longer run of the assembly's model."""
+    import tempfile
+    command_of = demo_commands()
+    new_model = command_of["worker"].split("--model ")[1].split()[0]
+    results = {"cnn": [], new_model: []}
+    for seed in range(1, runs + 1):
+        for model in results:
+            with tempfile.TemporaryDirectory() as shared:
+                results[model].append(demo_way(binary, command_of, model, shared, seed=seed))
+    out = {"zoo_models": list(results), "zoo_runs": results}
+    for model, rs in results.items():
+        out[model + "_demo_seconds_median"] = statistics.median(r["seconds"] for r in rs)
+        out[model + "_demo_python_accuracy_median"] = statistics.median(
+            r["python_accuracy"] for r in rs)
+    out["ratio_demo_seconds_new_vs_cnn"] = round(
+        out[new_model + "_demo_seconds_median"] / out["cnn_demo_seconds_median"], 3)
+    if long_epochs:
+        with tempfile.TemporaryDirectory() as shared:
+            r = demo_way(binary, command_of, new_model, shared, epochs=long_epochs)
+        out["long_run"] = dict(r, model=new_model, epochs=long_epochs,
+                               best_accuracy=max(a for _, a in r["evaluations"]))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("tarn_train")
@@ -212,7 +320,23 @@ def main():
     ap.add_argument("--seeds", default="1,2,3,4,5")
     ap.add_argument("--eval_every", type=int, default=234,
                     help="both sides evaluate every N steps and at each epoch's end")
+    ap.add_argument("--parts", default="speed,zoo",
+                    help="speed (samples/s and time to 90%%, cnn against Python), zoo (the "
+                         "demo's way, cnn against the example assembly's model)")
+    ap.add_argument("--zoo_runs", type=int, default=3)
+    ap.add_argument("--long_epochs", type=int, default=20,
+                    help="the zoo part's longer run of the assembly's model (0: none)")
     a = ap.parse_args()
+    parts = set(a.parts.split(","))
+    result = {}
+    if "speed" in parts:
+        result.update(speed(a))
+    if "zoo" in parts:
+        result.update(zoo(a.tarn_train, a.zoo_runs, a.long_epochs))
+    print(json.dumps(result, indent=2))
+
+
+def speed(a):
     seeds = [int(x) for x in a.seeds.split(",")]
     runs = {"alone": [], "ps1_worker1": [], "ps1_workers2": [], "python": []}
     for _ in range(3):
@@ -239,7 +363,7 @@ def main():
     tarn90, peer90 = median_or_none(tarn90s), median_or_none(peer90s)
     tarn90 = None if tarn90 == float("inf") else tarn90
     peer90 = None if peer90 == float("inf") else peer90
-    print(json.dumps({
+    return {
         "model": "cnn (225,034 parameters), batch 64, Adam 1e-3",
         "threads": a.threads,
         "steps_per_speed_run": a.steps,
@@ -264,7 +388,7 @@ def main():
         "python_torch_version": subprocess.run(
             ["/usr/bin/python3", "-c", "import torch; print(torch.__version__)"],
             capture_output=True, text=True).stdout.strip(),
-    }, indent=2))
+    }
 
 
 if __name__ == "__main__":
