@@ -152,23 +152,9 @@ TEST_F(TrainTest, AClusterChiefCheckpointsAndResumesTheBatchNormStatistics) {
   ASSERT_TRUE(a.ok()) << a.status().ToString();
   EXPECT_EQ(a->step, 20);
 
-  const std::string ps = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  const std::vector<std::string> common = {"--model",
-                                           "cnn_bn",
-                                           "--ps_hosts",
-                                           ps,
-                                           "--worker_hosts",
-                                           "127.0.0.1:1",
-                                           "--train_limit",
-                                           "1280",
-                                           "--threads",
-                                           "1",
-                                           "--export_every_secs",
-                                           "0",
-                                           "--checkpoint_dir",
-                                           dir_ + "/cluster",
-                                           "--export_base",
-                                           dir_ + "/models"};
+  const std::vector<std::string> common = OnePsOneWorkerFlags(
+      "cnn_bn", {"--train_limit", "1280", "--export_every_secs", "0", "--checkpoint_dir",
+                 dir_ + "/cluster", "--export_base", dir_ + "/models"});
   std::string worker_out;
   for (const char* max_steps : {"10", "20"}) {
     BackgroundProcess server(TaskArgs("ps", 0, common), dir_ + "/ps-" + max_steps + ".log");

@@ -99,23 +99,9 @@ TEST_F(TrainTest, ABadClusterIsRefusedWithTheReason) {
 // The chief checkpoints; a cluster whose ps lost everything comes back from the newest
 // checkpoint (parameters, optimiser state, step, and the chief's place in its data).
 TEST_F(TrainTest, ARestartedClusterResumesFromTheChiefsCheckpoint) {
-  const std::string ps = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  const std::vector<std::string> common = {"--model",
-                                           "mlp",
-                                           "--ps_hosts",
-                                           ps,
-                                           "--worker_hosts",
-                                           "127.0.0.1:1",
-                                           "--train_limit",
-                                           "6400",
-                                           "--threads",
-                                           "1",
-                                           "--checkpoint_dir",
-                                           dir_ + "/ckpt",
-                                           "--checkpoint_every_steps",
-                                           "20",
-                                           "--export_base",
-                                           dir_ + "/models"};
+  const std::vector<std::string> common = OnePsOneWorkerFlags(
+      "mlp", {"--train_limit", "6400", "--checkpoint_dir", dir_ + "/ckpt",
+              "--checkpoint_every_steps", "20", "--export_base", dir_ + "/models"});
   auto run = [&](int max_steps, const std::string& log) {
     BackgroundProcess server(TaskArgs("ps", 0, common), log);
     auto r =
@@ -214,23 +200,9 @@ TEST_F(TrainTest, ASingleProcessRunResumesAndTrainsAsAClusterOfOne) {
   EXPECT_NEAR(second->accuracy, whole->accuracy, 1e-3);
 
   // The same run as 1 ps + 1 worker.
-  const std::string ps = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  std::vector<std::string> common = {"--model",
-                                     "mlp",
-                                     "--ps_hosts",
-                                     ps,
-                                     "--worker_hosts",
-                                     "127.0.0.1:1",
-                                     "--train_limit",
-                                     "1280",
-                                     "--epochs",
-                                     "2",
-                                     "--threads",
-                                     "1",
-                                     "--export_every_secs",
-                                     "0",
-                                     "--checkpoint_dir",
-                                     dir_ + "/cluster"};
+  const std::vector<std::string> common =
+      OnePsOneWorkerFlags("mlp", {"--train_limit", "1280", "--epochs", "2", "--export_every_secs",
+                                  "0", "--checkpoint_dir", dir_ + "/cluster"});
   BackgroundProcess server(TaskArgs("ps", 0, common), dir_ + "/ps.log");
   auto r = RunCommand(TaskArgs("worker", 0, common), 300s);
   EXPECT_EQ(server.Stop(), 0);
@@ -266,21 +238,9 @@ TEST_F(TrainTest, ASingleProcessRunResumesAndTrainsAsAClusterOfOne) {
 // CNN's worker took 12x as long (125 against 10.7 s), 54 s of it in the kernel, faulting in
 // the pages ASan's allocator maps afresh for libtorch's large convolution buffers.
 TEST_F(TrainTest, AKilledPsComesBackFromTheCheckpoint) {
-  const std::string ps = "127.0.0.1:" + std::to_string(FreeLoopbackPort());
-  const std::vector<std::string> common = {"--model",
-                                           "mlp",
-                                           "--ps_hosts",
-                                           ps,
-                                           "--worker_hosts",
-                                           "127.0.0.1:1",
-                                           "--threads",
-                                           "1",
-                                           "--checkpoint_dir",
-                                           dir_ + "/ckpt",
-                                           "--checkpoint_every_steps",
-                                           "40",
-                                           "--max_steps",
-                                           "200"};
+  const std::vector<std::string> common = OnePsOneWorkerFlags(
+      "mlp",
+      {"--checkpoint_dir", dir_ + "/ckpt", "--checkpoint_every_steps", "40", "--max_steps", "200"});
   const std::vector<std::string> ps_args = TaskArgs("ps", 0, common);
   auto server = std::make_unique<BackgroundProcess>(ps_args, dir_ + "/ps-1.log");
   auto worker = std::async(std::launch::async, [args = TaskArgs("worker", 0, common)] {

@@ -64,6 +64,17 @@ std::vector<std::string> TaskArgs(const std::string& job, int index,
   return args;
 }
 
+std::vector<std::string> OnePsOneWorkerFlags(const std::string& model,
+                                             const std::vector<std::string>& more) {
+  std::vector<std::string> flags = {
+      "--model",        model, "--ps_hosts", "127.0.0.1:" + std::to_string(FreeLoopbackPort()),
+      "--worker_hosts",
+      "127.0.0.1:1",  // the worker listens on nothing
+      "--threads",      "1"};
+  flags.insert(flags.end(), more.begin(), more.end());
+  return flags;
+}
+
 std::string TrainACluster(const std::string& dir, bool sync, const std::string& model,
                           int64_t train_limit, double min_accuracy,
                           const std::vector<std::string>& extra) {

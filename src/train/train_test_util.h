@@ -50,6 +50,11 @@ std::vector<std::string> TaskArgs(const std::string& job, int index,
                                   const std::vector<std::string>& flags,
                                   const std::vector<std::string>& more = {});
 
+// The flags of a cluster of 1 ps (on a free loopback port) and 1 worker training `model` on
+// one thread, then `more`; the model's name is element 1.
+std::vector<std::string> OnePsOneWorkerFlags(const std::string& model,
+                                             const std::vector<std::string>& more);
+
 // Two parameter servers and two workers as separate processes over loopback: the model
 // trains, the chief (worker 0) exports, and the exported version scores what it says.
 // Returns the exported version's directory ("" on failure).
