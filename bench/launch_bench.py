@@ -52,6 +52,17 @@ def ms(seconds):
 # Processes
 
 
+def favordynmods_on():
+    """Whether a cgroup or cgroup2 mount shows the kernel's favordynmods."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split(" - ", 1)
+            if len(fields) == 2 and fields[1].split()[0] in ("cgroup", "cgroup2") and \
+                    "favordynmods" in fields[1].split()[2].split(","):
+                return True
+    return False
+
+
 def pids_of_assembly(names):
     """Pids whose environment has TARN_ASSEMBLY=<one of names> (exact)."""
     wanted = {b"TARN_ASSEMBLY=" + n.encode() for n in names}
@@ -405,7 +416,9 @@ def main():
            "command": COMMAND,
            "peer": "posix_spawn (vfork+exec) of sh -c \"sleep 100000\" N times in one process, "
                    "each in its own process group, until every exec has happened",
-           "poll_interval_ms": 10}
+           "poll_interval_ms": 10,
+           # the kernel's favordynmods (runtime/cgroup_dynmods.h), as a mount shows it
+           "favordynmods": favordynmods_on()}
     servers = []
     try:
         # (a) 10 instances, 3 components in a dependency chain.

@@ -29,6 +29,7 @@
 #include "metrics/collector.h"
 #include "registry/dns_server.h"
 #include "registry/registry.h"
+#include "runtime/cgroup_dynmods.h"
 #include "runtime/dispatch_runtime.h"
 #include "runtime/docker_runtime.h"
 #include "runtime/shim_runtime.h"
@@ -384,6 +385,24 @@ StatusOr<std::unique_ptr<Daemon>> Daemon::Start(const ServerFlags& flags) {
   p->runtime = std::make_unique<runtime::ShimRuntime>(ro);
   if (std::string w = p->runtime->Warning(); !w.empty()) {
     std::cerr << "tarn server: warning: " << w << "\n";
+  }
+  if (config.cgroup_favordynmods) {
+    // Asked for, so never skipped quietly: a server that cannot do it does not start.
+    if (config.backend.type != BackendConfig::Type::kLocal) {
+      return InvalidArgumentError(
+          "cgroup_favordynmods: only with the local backend (on Slurm, instances' cgroups are "
+          "slurmd's, on its nodes)");
+    }
+    if (::geteuid() != 0) {
+      return FailedPreconditionError(
+          "cgroup_favordynmods: needs a server running as root (it reconfigures the "
+          "machine's cgroup2 mount)");
+    }
+    StatusOr<std::string> favored = runtime::FavorDynmods();
+    if (!favored.ok()) {
+      return Status(favored.status().code(), "cgroup_favordynmods: " + favored.status().message());
+    }
+    std::cerr << "tarn server: " << *favored << "\n";
   }
   runtime::DockerRuntime::Options engine;
   engine.engine = config.container_engine;

@@ -285,6 +285,9 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
                    "expected a command name or path (\"podman\", \"runc\"), got " + v.dump());
       }
       (k == "container_engine" ? c.container_engine : c.oci_runtime) = v.get<std::string>();
+    } else if (k == "cgroup_favordynmods") {
+      if (!v.is_boolean()) return Bad(source, k, "expected true or false, got " + v.dump());
+      c.cgroup_favordynmods = v.get<bool>();
     } else if (k == "ui_dir") {
       ASSIGN_OR_RETURN(c.ui_dir, String(v, source, k));
       if (c.ui_dir.empty() || c.ui_dir[0] != '/') {
@@ -401,11 +404,13 @@ StatusOr<ServerConfig> ParseServerConfig(const std::string& text, const std::str
         return Bad(source, k, "needs both cert and key");
       }
     } else {
-      return Bad(source, k,
-                 "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
-                 "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
-                 "container_engine, oci_runtime, ui_dir, dns_upstream, backend, http, metrics, "
-                 "scheduler, auth, tls)");
+      return Bad(
+          source, k,
+          "unknown key (expected domain, queues, nodes, reserve_mb, address_range, "
+          "instance_ip, probe_interval_ms, worker_threads, restart, container_names, "
+          "container_engine, oci_runtime, cgroup_favordynmods, ui_dir, dns_upstream, backend, "
+          "http, metrics, "
+          "scheduler, auth, tls)");
     }
   }
   auto parsed = scheduler::ParseQueues(queues);

@@ -22,6 +22,10 @@
 //     "container_engine": "podman",           // runs DOCKER artifacts' images (path or name)
 //     "oci_runtime": "runc",                  // podman --runtime; absent: runc where crun
 //                                             // fails (cgroup v1/hybrid), else podman's own
+//     "cgroup_favordynmods": false,           // true: turn the kernel's favordynmods on at
+//                                             // start (machine-wide, until reboot): starts
+//                                             // lose ~10 ms, forks and exits pay a little
+//                                             // (runtime/cgroup_dynmods.h)
 //     "dns_upstream": ["10.0.0.2", "10.0.0.3:53"] // where the DNS server forwards names
 //                                             // outside its domain; absent: the machine's
 //                                             // /etc/resolv.conf nameservers; []: none (REFUSED)
@@ -123,6 +127,7 @@ struct ServerConfig {
   std::optional<std::vector<std::string>> dns_upstream;          // none: the machine's
   std::string container_engine;                                  // "": podman
   std::string oci_runtime;  // "": auto (runtime::DockerRuntime::Options)
+  bool cgroup_favordynmods = false;
   std::string ui_dir;       // the dashboard's files; "": this checkout's web/dist
   BackendConfig backend;
   HttpConfig http;

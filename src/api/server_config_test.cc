@@ -22,6 +22,10 @@ TEST(ServerConfigTest, DefaultsWhenEmpty) {
   auto off = ParseServerConfig(R"({"scheduler": {"preemption": false}})", "config.json");
   ASSERT_TRUE(off.ok()) << off.status().ToString();
   EXPECT_FALSE(off->preemption);
+  EXPECT_FALSE(c->cgroup_favordynmods);  // the machine's kernel as it is
+  auto dyn = ParseServerConfig(R"({"cgroup_favordynmods": true})", "config.json");
+  ASSERT_TRUE(dyn.ok()) << dyn.status().ToString();
+  EXPECT_TRUE(dyn->cgroup_favordynmods);
 }
 
 TEST(ServerConfigTest, ContainerNamesAndUpstreams) {
@@ -111,6 +115,8 @@ TEST(ServerConfigTest, BadValuesNameTheKey) {
            Case{R"({"http": {"header_timeout_ms": 5}})", "c.json: http.header_timeout_ms:"},
            Case{R"({"http": {"max_conections": 10}})", "c.json: http.max_conections: unknown"},
            Case{R"({"scheduler": 60})", "c.json: scheduler: expected {\"reservation_after_secs\""},
+           Case{R"({"cgroup_favordynmods": "yes"})",
+                "c.json: cgroup_favordynmods: expected true or false, got \"yes\""},
            Case{R"({"scheduler": {"preemption": "no"}})",
                 "c.json: scheduler.preemption: expected true or false, got \"no\""},
            Case{R"({"scheduler": {"reservation_after_secs": -1}})",
