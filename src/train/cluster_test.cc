@@ -157,6 +157,7 @@ TEST_F(TrainTest, ASingleProcessRunResumesAndTrainsAsAClusterOfOne) {
   o.checkpoint_every_steps = 5;
   o.export_every_secs = 0;
   o.export_every_steps = 8;
+  o.augment = {/*flip=*/true, /*shift=*/2};  // resumed and clustered, augmented alike
   std::string out;
   o.log = [&](const std::string& l) { out += l + "\n"; };
 
@@ -200,9 +201,9 @@ TEST_F(TrainTest, ASingleProcessRunResumesAndTrainsAsAClusterOfOne) {
   EXPECT_NEAR(second->accuracy, whole->accuracy, 1e-3);
 
   // The same run as 1 ps + 1 worker.
-  const std::vector<std::string> common =
-      OnePsOneWorkerFlags("mlp", {"--train_limit", "1280", "--epochs", "2", "--export_every_secs",
-                                  "0", "--checkpoint_dir", dir_ + "/cluster"});
+  const std::vector<std::string> common = OnePsOneWorkerFlags(
+      "mlp", {"--train_limit", "1280", "--epochs", "2", "--export_every_secs", "0",
+              "--checkpoint_dir", dir_ + "/cluster", "--augment_flip", "--augment_shift", "2"});
   BackgroundProcess server(TaskArgs("ps", 0, common), dir_ + "/ps.log");
   auto r = RunCommand(TaskArgs("worker", 0, common), 300s);
   EXPECT_EQ(server.Stop(), 0);

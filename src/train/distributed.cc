@@ -240,7 +240,8 @@ StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& o,
       // The same order for an epoch in every run, so that a resumed chief skips exactly the
       // batches it had done.
       BatchLoader loader(train, EpochOrder(order, t.seed, rank, epoch),
-                         static_cast<size_t>(position), t.batch_size);
+                         static_cast<size_t>(position), t.batch_size,
+                         {t.augment, t.seed, rank, epoch});
       torch::Tensor images, labels;
       while (!done && loader.Next(&images, &labels)) {
         if (stop != nullptr && stop->load()) {  // between steps: the position stays exact

@@ -39,6 +39,37 @@ std::vector<int64_t> EpochOrder(std::vector<int64_t> shard, uint64_t seed, int64
   return shard;
 }
 
+void Augment(const Augmentation& a, std::mt19937_64& rng, torch::Tensor* images) {
+  const int64_t n = images->size(0), rows = images->size(2), cols = images->size(3);
+  const int shift = std::clamp(a.shift, 0, 4);
+  std::vector<float> copy(static_cast<size_t>(rows * cols));
+  float* data = images->data_ptr<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    const uint64_t r0 = rng(), r1 = rng(), r2 = rng();
+    const bool flip = a.flip && (r0 & 1) != 0;
+    const int64_t dy = shift > 0 ? static_cast<int64_t>(r1 % (2 * shift + 1)) - shift : 0;
+    const int64_t dx = shift > 0 ? static_cast<int64_t>(r2 % (2 * shift + 1)) - shift : 0;
+    if (!flip && dx == 0 && dy == 0) continue;
+    float* img = data + i * rows * cols;
+    std::copy(img, img + rows * cols, copy.begin());
+    for (int64_t y = 0; y < rows; ++y) {
+      for (int64_t x = 0; x < cols; ++x) {
+        // Output (y, x) shows input (y - dy, x - dx) of the image, flipped first.
+        const int64_t sy = y - dy, sx = x - dx;
+        const bool inside = sy >= 0 && sy < rows && sx >= 0 && sx < cols;
+        img[y * cols + x] = inside ? copy[sy * cols + (flip ? cols - 1 - sx : sx)] : 0.0f;
+      }
+    }
+  }
+}
+
+std::mt19937_64 AugmentationRng(uint64_t seed, int64_t rank, int64_t epoch, size_t batch) {
+  // Another stream than EpochOrder's for the same (seed, rank, epoch).
+  std::seed_seq seq{seed, static_cast<uint64_t>(rank), static_cast<uint64_t>(epoch),
+                    static_cast<uint64_t>(batch), uint64_t{0xa06}};
+  return std::mt19937_64(seq);
+}
+
 torch::Tensor ForwardBackward(torch::jit::Module& model, const torch::Device& device,
                               const torch::Tensor& images, const torch::Tensor& labels) {
   for (auto& [name, p] : NamedParameters(model)) {
@@ -73,10 +104,11 @@ double Evaluate(torch::jit::Module& model, const ImageSet& set) {
 }
 
 BatchLoader::BatchLoader(const ImageSet& set, std::vector<int64_t> order, size_t first_batch,
-                         int batch_size, int depth)
+                         int batch_size, AugmentedBy augment, int depth)
     : set_(set),
       order_(std::move(order)),
       batch_size_(static_cast<size_t>(std::max(1, batch_size))),
+      augment_(augment),
       depth_(static_cast<size_t>(std::max(1, depth))) {
   thread_ = std::thread([this, first_batch] { Run(first_batch); });
 }
@@ -95,6 +127,11 @@ void BatchLoader::Run(size_t first_batch) {
     const size_t end = std::min(order_.size(), begin + batch_size_);
     auto batch =
         std::make_pair(ImageBatch(set_, order_, begin, end), LabelBatch(set_, order_, begin, end));
+    if (augment_.augment.any()) {
+      std::mt19937_64 rng =
+          AugmentationRng(augment_.seed, augment_.rank, augment_.epoch, begin / batch_size_);
+      Augment(augment_.augment, rng, &batch.first);
+    }
     std::unique_lock<std::mutex> lock(mu_);
     changed_.wait(lock, [&] { return stopping_ || ready_.size() < depth_; });
     if (stopping_) return;

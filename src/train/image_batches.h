@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
+#include "train/augmentation.h"
 #include "train/idx.h"
 
 namespace tarn::train {
@@ -27,6 +29,14 @@ torch::Tensor LabelBatch(const ImageSet& set, const std::vector<int64_t>& order,
 std::vector<int64_t> EpochOrder(std::vector<int64_t> shard, uint64_t seed, int64_t rank,
                                 int64_t epoch);
 
+// Augments a batch [n, 1, rows, cols] in place; each image's flip and shift come from `rng`
+// (three draws an image, whatever is applied, so that the sequence depends on n alone).
+void Augment(const Augmentation& a, std::mt19937_64& rng, torch::Tensor* images);
+
+// The generator of batch `batch` of an epoch: seeded from the run's seed, the trainer's rank,
+// the epoch and the batch, so that a resumed run augments each batch as the first run did.
+std::mt19937_64 AugmentationRng(uint64_t seed, int64_t rank, int64_t epoch, size_t batch);
+
 // One forward and backward pass of `model` on a batch (moved to the model's `device`):
 // the gradients are zeroed first and left in the parameters' grad(); returns the mean
 // cross-entropy loss.
@@ -38,13 +48,19 @@ torch::Tensor ForwardBackward(torch::jit::Module& model, const torch::Device& de
 double Evaluate(torch::jit::Module& model, const ImageSet& set);
 
 // BatchLoader: makes the batches of one pass over `order` on its own thread, up to `depth`
-// ahead of the trainer, so that building the next batch overlaps the current step.
+// ahead of the trainer, so that building the next batch overlaps the current step; with
+// `augment`, each batch augmented by AugmentationRng(seed, rank, epoch, its index).
 // REQUIRES: `set` outlives the loader. Next() from one thread; the destructor stops and
 // joins the loader thread.
+struct AugmentedBy {
+  Augmentation augment;
+  uint64_t seed = 0;
+  int64_t rank = 0, epoch = 0;
+};
 class BatchLoader {
  public:
   BatchLoader(const ImageSet& set, std::vector<int64_t> order, size_t first_batch, int batch_size,
-              int depth = 2);
+              AugmentedBy augment = {}, int depth = 2);
   ~BatchLoader();
   BatchLoader(const BatchLoader&) = delete;
   BatchLoader& operator=(const BatchLoader&) = delete;
@@ -58,6 +74,7 @@ class BatchLoader {
   const ImageSet& set_;
   const std::vector<int64_t> order_;
   const size_t batch_size_;
+  const AugmentedBy augment_;
   const size_t depth_;
   std::mutex mu_;
   std::condition_variable changed_;

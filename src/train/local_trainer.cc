@@ -140,8 +140,8 @@ StatusOr<LocalTrainingResult> RunLocalTraining(const LocalTrainingOptions& o) {
     model.train();
     bool done = o.max_steps > 0 && step >= o.max_steps;
     for (; epoch <= o.epochs && !done; ++epoch, position = 0) {
-      BatchLoader loader(train, EpochOrder(order, o.seed, 0, epoch),
-                         static_cast<size_t>(position), o.batch_size);
+      BatchLoader loader(train, EpochOrder(order, o.seed, 0, epoch), static_cast<size_t>(position),
+                         o.batch_size, {o.augment, o.seed, 0, epoch});
       torch::Tensor images, labels;
       while (loader.Next(&images, &labels)) {
         torch::Tensor loss = ForwardBackward(model, device, images, labels);

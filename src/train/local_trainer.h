@@ -15,6 +15,7 @@
 #include <string>
 
 #include "common/status.h"
+#include "train/augmentation.h"
 #include "train/flat_optimizer.h"
 #include "train/progress.h"
 
@@ -36,6 +37,7 @@ struct LocalTrainingOptions {
   bool jit_optimize = false;
   std::string device = "auto";  // ChooseDevice: auto, cpu or cuda
   uint64_t seed = 1;
+  Augmentation augment;   // of the training batches (augmentation.h); none by default
   int keep_versions = 5;  // exported versions kept (0: all)
   // Evaluation and export (in a cluster, the chief's): at the end of each epoch, every
   // export_every_secs (0: not by time), every export_every_steps steps since the last

@@ -53,6 +53,12 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "intra-op threads (default: $TARN_VCORES)")
       ->check(CLI::PositiveNumber);
   app.add_option("--seed", o.seed)->capture_default_str();
+  app.add_flag("--augment_flip", o.augment.flip,
+               "flip half the training images left to right (each batch's own draw)");
+  app.add_option("--augment_shift", o.augment.shift,
+                 "shift each training image by up to N pixels each way (0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4));
   app.add_option("--device", o.device,
                  "auto (a GPU when libtorch has CUDA and the instance has a GPU), cpu or cuda")
       ->capture_default_str()

@@ -25,6 +25,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common/file.h"
@@ -210,7 +211,63 @@ TEST_F(TrainTest, TheBatchLoaderYieldsEveryBatchInOrderFromWhereItStarts) {
     }
   }
   EXPECT_EQ(seen, (std::vector<int64_t>{6, 5, 4, 3, 2, 1, 0}));
-  BatchLoader abandoned(set, order, 0, 1, 1);  // destroyed with batches still to make
+  BatchLoader abandoned(set, order, 0, 1, {}, 1);  // destroyed with batches still to make
+}
+
+// Each augmented image is its original, flipped and shifted as drawn; the same batch of the
+// same epoch is augmented the same way in every run (so a resumed run trains as the first).
+TEST_F(TrainTest, TheAugmentationFlipsAndShiftsAsDrawnAndAgainTheSameForTheSameBatch) {
+  constexpr int64_t kN = 200, kSide = 4;
+  torch::Tensor original = torch::arange(1, kSide * kSide + 1, torch::kFloat32)
+                               .reshape({1, 1, kSide, kSide})
+                               .repeat({kN, 1, 1, 1});
+  // What image (dy, dx, flip) of the original is: flipped first, then moved, zeros around.
+  auto expected = [&](int64_t dy, int64_t dx, bool flip) {
+    torch::Tensor e = torch::zeros({kSide, kSide});
+    torch::Tensor src = flip ? original[0][0].flip({1}) : original[0][0];
+    for (int64_t y = 0; y < kSide; ++y) {
+      for (int64_t x = 0; x < kSide; ++x) {
+        if (y - dy >= 0 && y - dy < kSide && x - dx >= 0 && x - dx < kSide) {
+          e[y][x] = src[y - dy][x - dx];
+        }
+      }
+    }
+    return e;
+  };
+  torch::Tensor images = original.clone();
+  std::mt19937_64 rng = AugmentationRng(7, 0, 3, 12);
+  Augment({/*flip=*/true, /*shift=*/1}, rng, &images);
+  std::set<std::tuple<int64_t, int64_t, bool>> drawn;
+  for (int64_t i = 0; i < kN; ++i) {
+    bool matched = false;
+    for (int64_t dy = -1; dy <= 1 && !matched; ++dy) {
+      for (int64_t dx = -1; dx <= 1 && !matched; ++dx) {
+        for (bool flip : {false, true}) {
+          if (torch::equal(images[i][0], expected(dy, dx, flip))) {
+            drawn.insert({dy, dx, flip});
+            matched = true;
+            break;
+          }
+        }
+      }
+    }
+    EXPECT_TRUE(matched) << "image " << i << " is no flip and shift of the original:\n"
+                         << images[i][0];
+  }
+  EXPECT_EQ(drawn.size(), 18u) << "200 draws should have met every flip and shift";
+  // The same generator again: the same batch; another batch index: another.
+  torch::Tensor again = original.clone();
+  rng = AugmentationRng(7, 0, 3, 12);
+  Augment({true, 1}, rng, &again);
+  EXPECT_TRUE(torch::equal(images, again));
+  torch::Tensor other = original.clone();
+  rng = AugmentationRng(7, 0, 3, 13);
+  Augment({true, 1}, rng, &other);
+  EXPECT_FALSE(torch::equal(images, other));
+  // Nothing asked, nothing changed.
+  torch::Tensor untouched = original.clone();
+  Augment({}, rng, &untouched);
+  EXPECT_TRUE(torch::equal(untouched, original));
 }
 
 // The independent reference: Python's torch.jit.load runs the exported version and scores
