@@ -4,7 +4,9 @@
 # same run: the same model version called in-process (bench/serve_peer, through
 # tarn-serve's own LoadTorchServable) at batch sizes 1, 16, 64 and at the mean batch size
 # the server formed at each concurrency. Plus the HTTP floor: tarn-serve's
-# `GET /v2/health/live` against nginx serving a file with the same bytes, same wrk. And the
+# `GET /v2/health/live` against nginx serving a file with the same bytes, same wrk, at 64
+# connections and at 1 (whose round trip bounds what any server can reach at 1 client:
+# ratio_c1_ceiling_from_*). And the
 # freshness of versions (bench/serve_fresh.py): rename to first answer, inotify and poll.
 #
 # Two cores: wrk runs on core 0; tarn-serve, nginx and the in-process peer each run on
