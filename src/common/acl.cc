@@ -2,21 +2,10 @@
 
 #include <algorithm>
 
+#include "common/strings.h"
+
 namespace tarn {
 namespace {
-
-// "a,,b," -> {"a", "b"}
-std::vector<std::string> SplitNames(std::string_view text) {
-  std::vector<std::string> out;
-  while (!text.empty()) {
-    const size_t comma = text.find(',');
-    std::string_view name = text.substr(0, comma);
-    if (!name.empty()) out.emplace_back(name);
-    if (comma == std::string_view::npos) break;
-    text.remove_prefix(comma + 1);
-  }
-  return out;
-}
 
 std::string Join(const std::vector<std::string>& names) {
   std::string out;
@@ -44,7 +33,7 @@ StatusOr<Acl> ParseAcl(std::string_view text, const std::string& where) {
   Acl acl;
   if (text == "*") return Acl::Everyone();
   const size_t space = text.find(' ');
-  acl.users = SplitNames(text.substr(0, space));
+  acl.users = SplitCommas(text.substr(0, space));
   if (space != std::string_view::npos) {
     std::string_view rest = text.substr(space + 1);
     if (rest.find(' ') != std::string_view::npos) {
@@ -52,7 +41,7 @@ StatusOr<Acl> ParseAcl(std::string_view text, const std::string& where) {
                                   "\" has more than one space (expected \"*\" or "
                                   "\"user1,user2 group1,group2\")");
     }
-    acl.groups = SplitNames(rest);
+    acl.groups = SplitCommas(rest);
   }
   for (const auto* list : {&acl.users, &acl.groups}) {
     for (const std::string& n : *list) {

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "common/file.h"
+#include "common/strings.h"
 
 namespace tarn::runtime {
 namespace {
@@ -31,16 +32,6 @@ std::string Unescape(const std::string& field) {
     }
   }
   return out;
-}
-
-std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> parts;
-  std::stringstream in(s);
-  std::string part;
-  while (std::getline(in, part, ',')) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  return parts;
 }
 
 bool Has(const std::vector<std::string>& options, const std::string& option) {

@@ -1,7 +1,8 @@
 #include "train/cluster_spec.h"
 
 #include <nlohmann/json.hpp>
-#include <sstream>
+
+#include "common/strings.h"
 
 namespace tarn::train {
 namespace {
@@ -39,16 +40,6 @@ Status Check(const ClusterSpec& c, const std::string& source) {
     }
   }
   return OkStatus();
-}
-
-std::vector<std::string> SplitCommas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
 }
 
 }  // namespace
