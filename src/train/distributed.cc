@@ -236,6 +236,7 @@ StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& o,
       return OkStatus();
     };
     bool done = false, stopped = false;
+    bool fresh = false;  // `params` hold what the last push's answer brought
     for (; epoch <= t.epochs; ++epoch, position = 0) {
       // The same order for an epoch in every run, so that a resumed chief skips exactly the
       // batches it had done.
@@ -248,7 +249,10 @@ StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& o,
           stopped = done = true;
           break;
         }
-        ASSIGN_OR_RETURN(step, pull());
+        if (!fresh) {  // else the last push's answer brought them
+          ASSIGN_OR_RETURN(step, pull());
+        }
+        fresh = false;
         host.ToModel();
         if (!exports.marked()) exports.Mark(step);
         if (!checkpoints.marked()) checkpoints.Mark(step);
@@ -258,7 +262,8 @@ StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& o,
         }
         torch::Tensor loss = ForwardBackward(model, device, images, labels);
         const int64_t pulled_at = step;
-        StatusOr<int64_t> pushed = client->Push(host.Gradients());
+        // The gradient goes and the parameters it made come back in one round trip.
+        StatusOr<int64_t> pushed = client->PushPull(host.Gradients(), params);
         if (!pushed.ok() && IsNotInitialized(pushed.status())) {
           // A ps restarted and lost its share. The chief gives it back its part of the newest
           // checkpoint (the servers that kept theirs ignore it), or else of its last pull;
@@ -270,6 +275,7 @@ StatusOr<WorkerTaskResult> RunWorkerTask(const DistributedOptions& o,
           continue;
         }
         ASSIGN_OR_RETURN(step, std::move(pushed));
+        fresh = true;
         ++result.steps;
         ++position;
         samples += images.size(0);

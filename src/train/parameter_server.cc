@@ -185,7 +185,8 @@ Status ParameterServer::Handle(Worker& w, const FrameHeader& h) {
         reply = {{"initialized", initialized_},
                  {"step", step_},
                  {"workers", members_.size()},
-                 {"sync", options_.sync}};
+                 {"sync", options_.sync},
+                 {"push_pull", true}};
       }
       return w.conn.Send(MessageType::kRegistered, h.request, reply.dump());
     }
@@ -222,10 +223,7 @@ Status ParameterServer::Handle(Worker& w, const FrameHeader& h) {
           return SendError(w.conn, h.request, "not initialized: waiting for the chief");
         }
       }
-      std::shared_lock<std::shared_mutex> params(params_mu_);
-      const uint64_t step = static_cast<uint64_t>(optimizer_.steps());
-      iovec parts[2] = {{const_cast<uint64_t*>(&step), 8}, {params_.data(), params_.size() * 4}};
-      return w.conn.Send(MessageType::kParams, h.request, parts);
+      return SendParams(w, h.request);
     }
     case MessageType::kSnapshot: {
       RETURN_IF_ERROR(w.conn.Skip(h.length));
@@ -283,20 +281,28 @@ Status ParameterServer::Handle(Worker& w, const FrameHeader& h) {
       return SendStep(w.conn, h.request, step);
     }
     case MessageType::kPush:
+    case MessageType::kPushPull:
       if (h.length != expected) {
         RETURN_IF_ERROR(w.conn.Skip(h.length));
         return SendError(
             w.conn, h.request,
             "push: " + std::to_string(h.length) + " bytes, expected " + std::to_string(expected));
       }
-      return HandlePush(w, h.request, h.length);
+      return HandlePush(w, h.request, type == MessageType::kPushPull);
     default:
       RETURN_IF_ERROR(w.conn.Skip(h.length));
       return SendError(w.conn, h.request, "unknown message type " + std::to_string(h.type));
   }
 }
 
-Status ParameterServer::HandlePush(Worker& w, uint64_t request, uint64_t /*length*/) {
+Status ParameterServer::SendParams(Worker& w, uint64_t request) {
+  std::shared_lock<std::shared_mutex> params(params_mu_);
+  const uint64_t step = static_cast<uint64_t>(optimizer_.steps());
+  iovec parts[2] = {{const_cast<uint64_t*>(&step), 8}, {params_.data(), params_.size() * 4}};
+  return w.conn.Send(MessageType::kParams, request, parts);
+}
+
+Status ParameterServer::HandlePush(Worker& w, uint64_t request, bool answer_params) {
   uint64_t computed_at = 0;
   w.buffer.resize(static_cast<size_t>(options_.elements));
   iovec parts[2] = {{&computed_at, 8}, {w.buffer.data(), w.buffer.size() * 4}};
@@ -305,6 +311,12 @@ Status ParameterServer::HandlePush(Worker& w, uint64_t request, uint64_t /*lengt
   if (w.index < 0) return SendError(w.conn, request, "push before register");
   if (!initialized_) return SendError(w.conn, request, "not initialized: waiting for the chief");
   ++pushes_;
+  // The answer: the step, or (kPushPull) what a pull right after would have returned.
+  auto answer = [&](int64_t step) {
+    if (!answer_params) return SendStep(w.conn, request, step);
+    ++pulls_;
+    return SendParams(w, request);
+  };
   if (!options_.sync) {
     {
       std::unique_lock<std::shared_mutex> params(params_mu_);
@@ -312,13 +324,13 @@ Status ParameterServer::HandlePush(Worker& w, uint64_t request, uint64_t /*lengt
     }
     const int64_t step = ++step_;
     lock.unlock();
-    return SendStep(w.conn, request, step);
+    return answer(step);
   }
   if (static_cast<int64_t>(computed_at) != step_) {
     ++stale_pushes_;
     const int64_t step = step_;
     lock.unlock();
-    return SendStep(w.conn, request, step);
+    return answer(step);
   }
   if (sum_.empty()) sum_.assign(params_.size(), 0.0f);
   for (size_t i = 0; i < sum_.size(); ++i) sum_[i] += w.buffer[i];
@@ -327,7 +339,7 @@ Status ParameterServer::HandlePush(Worker& w, uint64_t request, uint64_t /*lengt
   step_done_.wait(lock, [&] { return step_ > static_cast<int64_t>(computed_at) || stopping_; });
   const int64_t step = step_;
   lock.unlock();
-  return SendStep(w.conn, request, step);
+  return answer(step);
 }
 
 void ParameterServer::MaybeFinishStepLocked() {

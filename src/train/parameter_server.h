@@ -76,7 +76,9 @@ class ParameterServer {
   void AcceptLoop();
   void Serve(std::shared_ptr<Worker> worker, uint64_t serial);
   Status Handle(Worker& w, const struct FrameHeader& h);
-  Status HandlePush(Worker& w, uint64_t request, uint64_t length);
+  // kPush, or with `answer_params` kPushPull (answered as a pull right after would be).
+  Status HandlePush(Worker& w, uint64_t request, bool answer_params);
+  Status SendParams(Worker& w, uint64_t request);  // kParams: the step and the parameters
   // Sync: applies the pending sum when enough members have pushed. REQUIRES: mu_ held.
   void MaybeFinishStepLocked();
   void Log(const std::string& line) const;

@@ -163,6 +163,71 @@ TEST_F(PsTest, AsyncPushesApplyAtOnceAcrossShards) {
   EXPECT_EQ(servers_[0]->stats().workers, 2);
 }
 
+// kPushPull: one round trip that pushes a gradient and brings back the parameters it made,
+// as a Pull right after the Push would: across shards, async and sync (where the answer
+// waits for the step, and a stale gradient is answered with the current parameters).
+TEST_F(PsTest, APushPullAnswersWithWhatAPullRightAfterThePushWouldGive) {
+  StartServers(2);
+  auto chief = Client(0), other = Client(1);
+  ASSERT_NE(chief, nullptr);
+  ASSERT_NE(other, nullptr);
+  Model grad{{1, 1, 1}, {0.5, 0.5, 0.5, 0.5, 0.5}};
+  Model got{};
+  // Before the chief's initialisation: refused, as a Push is, and the connection stays.
+  auto early = other->PushPull(grad.arrays(), got.arrays());
+  ASSERT_FALSE(early.ok());
+  EXPECT_TRUE(IsNotInitialized(early.status())) << early.status().ToString();
+  Model init{{1, 2, 3}, {4, 5, 6, 7, 8}};
+  ASSERT_TRUE(chief->Init(init.arrays()).ok());
+  ASSERT_TRUE(other->Pull(got.arrays()).ok());
+  const ParameterServer::Stats before = servers_[1]->stats();
+  ASSERT_EQ(*other->PushPull(grad.arrays(), got.arrays()), 1);
+  EXPECT_EQ(std::vector<float>(got.a, got.a + 3), (std::vector<float>{0, 1, 2}));
+  EXPECT_EQ(std::vector<float>(got.b, got.b + 5), (std::vector<float>{3.5, 4.5, 5.5, 6.5, 7.5}));
+  EXPECT_EQ(servers_[1]->stats().pushes, before.pushes + 1);
+  EXPECT_EQ(servers_[1]->stats().pulls, before.pulls + 1);
+  // The other worker's update comes back with this one's.
+  ASSERT_EQ(*chief->Push(grad.arrays()), 2);
+  ASSERT_EQ(*other->PushPull(grad.arrays(), got.arrays()), 3);
+  Model pulled{};
+  ASSERT_EQ(*chief->Pull(pulled.arrays()), 3);
+  EXPECT_EQ(std::vector<float>(got.a, got.a + 3), std::vector<float>(pulled.a, pulled.a + 3));
+  EXPECT_EQ(std::vector<float>(got.b, got.b + 5), std::vector<float>(pulled.b, pulled.b + 5));
+  EXPECT_EQ(got.a[0], -2);
+}
+
+TEST_F(PsTest, ASyncPushPullAnswersOnceTheStepIsApplied) {
+  StartServers(2, /*sync=*/true);
+  auto w0 = Client(0), w1 = Client(1);
+  Model init{}, seen{};
+  ASSERT_TRUE(w0->Init(init.arrays()).ok());
+  ASSERT_TRUE(w0->Pull(seen.arrays()).ok());
+  ASSERT_TRUE(w1->Pull(seen.arrays()).ok());
+  Model g0{{2, 2, 2}, {2, 2, 2, 2, 2}}, g1{{4, 4, 4}, {0, 0, 0, 0, 0}};
+  Model got0{}, got1{};
+  auto first =
+      std::async(std::launch::async, [&] { return *w0->PushPull(g0.arrays(), got0.arrays()); });
+  EXPECT_EQ(first.wait_for(300ms), std::future_status::timeout) << "a sync step waits";
+  EXPECT_EQ(*w1->PushPull(g1.arrays(), got1.arrays()), 1);
+  EXPECT_EQ(first.get(), 1);
+  EXPECT_EQ(got0.a[0], -3);  // -(2 + 4) / 2
+  EXPECT_EQ(got0.b[4], -1);  // -(2 + 0) / 2
+  EXPECT_EQ(got1.a[2], -3);
+  EXPECT_EQ(got1.b[0], -1);
+  // w0 pushes at step 1 (its answer's) and waits for w1, which pushes a gradient of step 0
+  // (it skipped the answer): dropped, and answered at once with the step-1 parameters.
+  auto second =
+      std::async(std::launch::async, [&] { return *w0->PushPull(g0.arrays(), got0.arrays()); });
+  ASSERT_TRUE(w1->Push(g1.arrays()).ok());  // w1's own step: at 1, it completes step 2
+  EXPECT_EQ(second.get(), 2);
+  EXPECT_EQ(got0.a[0], -6);
+  Model stale{};
+  w1 = Client(1);  // pulled nothing: its gradient counts as computed at step 0
+  EXPECT_EQ(*w1->PushPull(g1.arrays(), stale.arrays()), 2);
+  EXPECT_EQ(servers_[0]->stats().stale_pushes, 1);
+  EXPECT_EQ(stale.a[0], -6);
+}
+
 TEST_F(PsTest, PullWaitsForTheChiefsInitialisation) {
   StartServers(1);
   auto worker = Client(1);

@@ -1,5 +1,6 @@
 #include "train/ps_client.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -98,6 +99,7 @@ Status PsClient::Dial(Server& s) {
   initialized_ = initialized_ && j.value("initialized", false);
   sync_ = j.value("sync", false);
   s.step = j.value("step", int64_t{0});
+  s.push_pull = j.value("push_pull", false);
   s.conn = std::make_unique<Connection>(std::move(c));
   return OkStatus();
 }
@@ -232,21 +234,46 @@ StatusOr<int64_t> PsClient::Pull(const std::vector<float*>& params) {
         i,
         [&](Server& s) -> Status {
           RETURN_IF_ERROR(s.conn->Send(MessageType::kPull, next_request_, std::string_view()));
-          ASSIGN_OR_RETURN(FrameHeader h, ReadReply(*s.conn, MessageType::kParams, s.host));
-          const uint64_t expected = 8 + static_cast<uint64_t>(options_.plan.elements[i]) * 4;
-          if (h.length != expected) {
-            return InvalidArgumentError(
-                s.host + ": sent " + std::to_string(h.length) + " bytes of parameters, expected " +
-                std::to_string(expected) + " (a different model or ps count?)");
-          }
-          uint64_t step = 0;
-          std::vector<iovec> parts = {{&step, 8}};
-          for (const iovec& p : Parts(i, params)) parts.push_back(p);
-          RETURN_IF_ERROR(s.conn->Read(parts));
-          s.step = s.pulled = static_cast<int64_t>(step);
-          return OkStatus();
+          return ReadParams(i, params);
         },
         /*wait_for_init=*/!options_.chief);
+  }));
+  ++next_request_;
+  initialized_ = true;
+  return servers_[0].step;
+}
+
+Status PsClient::ReadParams(size_t i, const std::vector<float*>& params) {
+  Server& s = servers_[i];
+  ASSIGN_OR_RETURN(FrameHeader h, ReadReply(*s.conn, MessageType::kParams, s.host));
+  const uint64_t expected = 8 + static_cast<uint64_t>(options_.plan.elements[i]) * 4;
+  if (h.length != expected) {
+    return InvalidArgumentError(s.host + ": sent " + std::to_string(h.length) +
+                                " bytes of parameters, expected " + std::to_string(expected) +
+                                " (a different model or ps count?)");
+  }
+  uint64_t step = 0;
+  std::vector<iovec> parts = {{&step, 8}};
+  for (const iovec& p : Parts(i, params)) parts.push_back(p);
+  RETURN_IF_ERROR(s.conn->Read(parts));
+  s.step = s.pulled = static_cast<int64_t>(step);
+  return OkStatus();
+}
+
+StatusOr<int64_t> PsClient::PushPull(const std::vector<float*>& gradients,
+                                     const std::vector<float*>& params) {
+  if (!std::all_of(servers_.begin(), servers_.end(), [](const Server& s) { return s.push_pull; })) {
+    RETURN_IF_ERROR(Push(gradients).status());
+    return Pull(params);
+  }
+  RETURN_IF_ERROR(ForEachServer([&](size_t i) {
+    return WithRetry(i, [&](Server& s) -> Status {
+      const uint64_t step = static_cast<uint64_t>(s.pulled);
+      std::vector<iovec> parts = {{const_cast<uint64_t*>(&step), 8}};
+      for (const iovec& p : Parts(i, gradients)) parts.push_back(p);
+      RETURN_IF_ERROR(s.conn->Send(MessageType::kPushPull, next_request_, parts));
+      return ReadParams(i, params);
+    });
   }));
   ++next_request_;
   initialized_ = true;

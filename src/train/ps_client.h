@@ -60,6 +60,10 @@ class PsClient {
   Status Init(const std::vector<float*>& params);
   StatusOr<int64_t> Pull(const std::vector<float*>& params);
   StatusOr<int64_t> Push(const std::vector<float*>& gradients);
+  // Push, then Pull into `params`, in one round trip per server where every server takes
+  // it (kPushPull; else the two calls). Returns server 0's step after it.
+  StatusOr<int64_t> PushPull(const std::vector<float*>& gradients,
+                             const std::vector<float*>& params);
 
   // The whole model's training state, assembled from every server: arrays[0] holds the
   // parameters, arrays[1..] the optimiser's moments, each flattened in model order (the
@@ -80,10 +84,13 @@ class PsClient {
     std::unique_ptr<Connection> conn;
     int64_t step = 0;    // the last step it reported
     int64_t pulled = 0;  // the step of the parameters last pulled from it
+    bool push_pull = false;  // it said at registration that it takes kPushPull
   };
   explicit PsClient(Options options);
 
   Status Dial(Server& s);  // connect + register, once
+  // Reads server `i`'s kParams answer into its share of `params`; records its step.
+  Status ReadParams(size_t i, const std::vector<float*>& params);
   // Runs `op` on server `index`, redialling and retrying while it fails for the network
   // (and, with `wait_for_init`, while the server has no parameters yet).
   Status WithRetry(size_t index, const std::function<Status(Server&)>& op,

@@ -10,10 +10,14 @@
 //                                                    connection (empty: no secret)
 //   kProof     HMAC-SHA256(secret,         (the ps closes a connection whose proof is wrong)
 //              "tarn-ps-v2" nonce)
-//   kRegister  {"worker": i, "chief": b}  kRegistered {"initialized", "step", "workers", "sync"}
+//   kRegister  {"worker": i, "chief": b}  kRegistered {"initialized", "step", "workers", "sync",
+//                                                     "push_pull" (it takes kPushPull)}
 //   kInit      u64 0, floats              kAck u64 step   (ignored when already initialised)
 //   kPull      (empty)                    kParams u64 step, floats; or kError
 //   kPush      u64 step, floats           kAck u64 step   (sync: once that step is applied)
+//   kPushPull  u64 step, floats           kParams u64 step, floats: kPush's, then what a kPull
+//                                                     would return at once (one round trip
+//                                                     a step instead of two)
 //   kSnapshot  (empty)                    kState u64 step, u64 arrays, floats x arrays
 //   kRestore   u64 step, u64 arrays,      kAck u64 step   (ignored when already initialised)
 //              floats x arrays
@@ -62,6 +66,7 @@ enum class MessageType : uint16_t {
   kRestore = 11,
   kChallenge = 12,
   kProof = 13,
+  kPushPull = 14,
 };
 
 struct FrameHeader {
