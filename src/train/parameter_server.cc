@@ -311,11 +311,11 @@ Status ParameterServer::HandlePush(Worker& w, uint64_t request, bool answer_para
   if (w.index < 0) return SendError(w.conn, request, "push before register");
   if (!initialized_) return SendError(w.conn, request, "not initialized: waiting for the chief");
   ++pushes_;
-  // The answer: the step, or (kPushPull) what a pull right after would have returned.
+  if (answer_params) ++pulls_;
+  // The answer (sent with mu_ released): the step, or (kPushPull) what a pull right after
+  // would have returned.
   auto answer = [&](int64_t step) {
-    if (!answer_params) return SendStep(w.conn, request, step);
-    ++pulls_;
-    return SendParams(w, request);
+    return answer_params ? SendParams(w, request) : SendStep(w.conn, request, step);
   };
   if (!options_.sync) {
     {

@@ -243,6 +243,14 @@ StatusOr<int64_t> PsClient::Pull(const std::vector<float*>& params) {
   return servers_[0].step;
 }
 
+Status PsClient::SendGradient(size_t i, MessageType type, const std::vector<float*>& gradients) {
+  Server& s = servers_[i];
+  const uint64_t step = static_cast<uint64_t>(s.pulled);
+  std::vector<iovec> parts = {{const_cast<uint64_t*>(&step), 8}};
+  for (const iovec& p : Parts(i, gradients)) parts.push_back(p);
+  return s.conn->Send(type, next_request_, parts);
+}
+
 Status PsClient::ReadParams(size_t i, const std::vector<float*>& params) {
   Server& s = servers_[i];
   ASSIGN_OR_RETURN(FrameHeader h, ReadReply(*s.conn, MessageType::kParams, s.host));
@@ -267,11 +275,8 @@ StatusOr<int64_t> PsClient::PushPull(const std::vector<float*>& gradients,
     return Pull(params);
   }
   RETURN_IF_ERROR(ForEachServer([&](size_t i) {
-    return WithRetry(i, [&](Server& s) -> Status {
-      const uint64_t step = static_cast<uint64_t>(s.pulled);
-      std::vector<iovec> parts = {{const_cast<uint64_t*>(&step), 8}};
-      for (const iovec& p : Parts(i, gradients)) parts.push_back(p);
-      RETURN_IF_ERROR(s.conn->Send(MessageType::kPushPull, next_request_, parts));
+    return WithRetry(i, [&](Server&) -> Status {
+      RETURN_IF_ERROR(SendGradient(i, MessageType::kPushPull, gradients));
       return ReadParams(i, params);
     });
   }));
@@ -283,10 +288,7 @@ StatusOr<int64_t> PsClient::PushPull(const std::vector<float*>& gradients,
 StatusOr<int64_t> PsClient::Push(const std::vector<float*>& gradients) {
   RETURN_IF_ERROR(ForEachServer([&](size_t i) {
     return WithRetry(i, [&](Server& s) -> Status {
-      const uint64_t step = static_cast<uint64_t>(s.pulled);
-      std::vector<iovec> parts = {{const_cast<uint64_t*>(&step), 8}};
-      for (const iovec& p : Parts(i, gradients)) parts.push_back(p);
-      RETURN_IF_ERROR(s.conn->Send(MessageType::kPush, next_request_, parts));
+      RETURN_IF_ERROR(SendGradient(i, MessageType::kPush, gradients));
       ASSIGN_OR_RETURN(s.step, ReadStep(*s.conn, s.host));
       return OkStatus();
     });

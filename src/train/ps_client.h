@@ -89,6 +89,9 @@ class PsClient {
   explicit PsClient(Options options);
 
   Status Dial(Server& s);  // connect + register, once
+  // Sends server `i` a `type` frame (kPush, kPushPull): the step its parameters were last
+  // pulled at, then its share of `gradients`.
+  Status SendGradient(size_t i, MessageType type, const std::vector<float*>& gradients);
   // Reads server `i`'s kParams answer into its share of `params`; records its step.
   Status ReadParams(size_t i, const std::vector<float*>& params);
   // Runs `op` on server `index`, redialling and retrying while it fails for the network
