@@ -200,17 +200,21 @@ int Run(const std::string& shim_dir, int ready_fd, bool foreground,
   const ContainerSpec spec = std::move(parsed).value();
 
   if (!foreground) {
-    // Detach: the runtime's child exits at once; the shim goes on in its own session.
-    pid_t detached = ::fork();
-    if (detached < 0) {
-      report(std::string("error fork: ") + std::strerror(errno));
-      return 1;
+    // Detach: in a session of its own. ShimRuntime starts us as a session leader already
+    // (posix_spawn's POSIX_SPAWN_SETSID), which saves a fork a start; else the caller's
+    // child exits at once and the shim goes on in a new session.
+    if (::getsid(0) != ::getpid()) {
+      pid_t detached = ::fork();
+      if (detached < 0) {
+        report(std::string("error fork: ") + std::strerror(errno));
+        return 1;
+      }
+      if (detached > 0) {
+        ::close(ready_fd);
+        return 0;
+      }
+      ::setsid();
     }
-    if (detached > 0) {
-      ::close(ready_fd);
-      return 0;
-    }
-    ::setsid();
     int null_fd = ::open("/dev/null", O_RDWR);
     if (null_fd >= 0) {
       ::dup2(null_fd, 0);
