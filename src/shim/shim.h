@@ -1,9 +1,10 @@
 // tarn-shim: the supervisor of one container, like containerd-shim or conmon.
 //
-// The runtime execs `tarn-shim SHIM_DIR READY_FD`. The shim detaches (new session, its
-// parent exits), records its pid in SHIM_DIR/shim.pid, creates the container's cgroup and
-// namespaces, and starts a small init (PID 1 of the container) that starts the workload,
-// forwards SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it (a PID 1 would otherwise ignore
+// The runtime execs `tarn-shim SHIM_DIR READY_FD` in a session of its own (posix_spawn with
+// POSIX_SPAWN_SETSID); started otherwise, the shim detaches (new session, its parent exits).
+// It records its pid in SHIM_DIR/shim.pid, creates the container's cgroup and namespaces,
+// and starts a small init (PID 1 of the container) that starts the workload, forwards
+// SIGTERM/SIGINT/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to it (a PID 1 would otherwise ignore
 // them) and reaps orphans. The shim writes "ok <pid>" or "error <why>" to READY_FD once the
 // workload is started, copies its stdout/stderr to rotated files in SHIM_DIR, turns SIGTERM to
 // itself into "stop": SIGTERM to the container, SIGKILL after the grace period, and when the
