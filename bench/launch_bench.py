@@ -6,8 +6,11 @@
 (b) a 1,000-instance assembly (one component, cpus 1 memory 16), once or twice;
 each `sh -c "sleep 100000"` under tarn-shim, on a configured node inventory large enough
 to hold it. The clock runs from just before the POST until a GET of the service says
-STABLE (polled every 10 ms: a 10 ms sleep after each answer); the 1,000-instance launch is
-also run once polling the small list of summaries (GET /app/v1/services) instead. Between runs the assembly is
+STABLE. The GETs are blocking reads (`?index=N&wait=5s`, N the X-Tarn-Index of the answer
+before: the server holds each until the status changes, as `tarn launch --wait` asks);
+the 10-instance launch is also run, alternately, polling instead (a 10 ms sleep after each
+answer), and the 1,000-instance launch once polling the small list of summaries (GET
+/app/v1/services). Between runs the assembly is
 destroyed and the bench waits until GET says 404 and no process with its TARN_ASSEMBLY is
 left. Also reported: the server's peak RSS (VmHWM) and, as the peer in the same run, plain
 posix_spawn (vfork+exec) of the same `sh -c "sleep 100000"` N times until every exec has
@@ -141,6 +144,7 @@ class Server:
         self.port = None
         self.token = ""
         self.conn = None
+        self.last_index = 0
         self.shutdown_ms = None
         try:
             deadline = now() + 20
@@ -187,6 +191,7 @@ class Server:
                 self.conn.request(method, path, body=body, headers=headers)
                 r = self.conn.getresponse()
                 data = r.read()
+                self.last_index = int(r.getheader("X-Tarn-Index", "0") or "0")
                 if r.getheader("Connection", "").lower() == "close":
                     self.conn.close()
                     self.conn = None
@@ -203,9 +208,12 @@ class Server:
     def service_path(self, name):
         return f"/app/v1/services/{name}"
 
-    def launch(self, assembly, timeout_s, poll_list=False):
-        """POSTs the assembly, polls until STABLE; returns (post_ms, stable_ms, polls,
-        bytes of the last GET body)."""
+    def launch(self, assembly, timeout_s, mode="poll"):
+        """POSTs the assembly, then GETs it until STABLE: "watch" (each GET held until the
+        status changes past the index of the answer before), "poll" (a 10 ms sleep after
+        each answer) or "poll_list" (the summaries, polled); returns (post_ms, stable_ms,
+        GETs, bytes of the last GET body)."""
+        poll_list = mode == "poll_list"
         name = assembly["name"]
         body = json.dumps(assembly).encode()
         self.assemblies.append(name)
@@ -217,11 +225,16 @@ class Server:
         polls = 0
         deadline = t0 + timeout_s
         last = None
+        index = 0
         while True:
             if poll_list:  # the summaries of the user's assemblies: small
                 status, data = self.request("GET", "/app/v1/services")
+            elif mode == "watch" and index > 0:
+                status, data = self.request(
+                    "GET", self.service_path(name) + f"?index={index}&wait=5s")
             else:
                 status, data = self.request("GET", self.service_path(name))
+            index = self.last_index
             polls += 1
             if status != 200:
                 raise BenchError(f"GET {name}: HTTP {status}: {data[:2000]!r}")
@@ -241,7 +254,10 @@ class Server:
             if now() > deadline:
                 raise BenchError(f"{name} not STABLE after {timeout_s} s; last answer: "
                                  f"{(last or b'')[:2000]!r}")
-            time.sleep(0.01)
+            if mode != "watch":
+                time.sleep(0.01)
+            elif index == 0:
+                raise BenchError(f"GET {name}: no X-Tarn-Index in the answer")
 
     def destroy(self, name, timeout_s):
         """DELETE, then wait until GET says 404 and no process of it remains (returns ms to
@@ -417,6 +433,8 @@ def main():
            "peer": "posix_spawn (vfork+exec) of sh -c \"sleep 100000\" N times in one process, "
                    "each in its own process group, until every exec has happened",
            "poll_interval_ms": 10,
+           "status_reads": "blocking GETs (?index=N&wait=5s); polled ones alternately for "
+                           "the 10-instance launch",
            # the kernel's favordynmods (runtime/cgroup_dynmods.h), as a mount shows it
            "favordynmods": favordynmods_on()}
     servers = []
@@ -424,24 +442,35 @@ def main():
         # (a) 10 instances, 3 components in a dependency chain.
         s = Server(tarn, "10", args.keep_logs)
         servers.append(s)
-        stable, post, destroy, cleaned = [], [], [], []
+        stable, polled, post, destroy, cleaned = [], [], [], [], []
+        # One launch first, not counted: the server's first start of a shim, its first
+        # SQLite writes and GETs pay for what later ones find warm.
+        s.launch(assembly_10(f"{tag}-ten-warm-up"), timeout_s=60)
+        s.destroy(f"{tag}-ten-warm-up", timeout_s=60)
         for i in range(args.small_reps):
-            name = f"{tag}-ten-{i}"
-            p_ms, s_ms, polls, size = s.launch(assembly_10(name), timeout_s=60)
-            if len(pids_of_assembly([name])) < 10:
-                raise BenchError(f"{name} STABLE but fewer than 10 instance processes found")
-            d_ms, c_ms = s.destroy(name, timeout_s=60)
-            log(f"10 instances: STABLE after {s_ms:.1f} ms (POST {p_ms:.1f} ms, "
-                f"{polls} polls); DELETE to 404 and no process {d_ms:.1f} ms, "
-                f"to directories gone {c_ms:.1f} ms")
-            stable.append(s_ms)
-            post.append(p_ms)
-            destroy.append(d_ms)
-            cleaned.append(c_ms)
+            # Alternately, in turn first: this machine's speed drifts.
+            for mode in (("watch", "poll") if i % 2 == 0 else ("poll", "watch")):
+                name = f"{tag}-ten-{i}-{mode}"
+                p_ms, s_ms, polls, size = s.launch(assembly_10(name), timeout_s=60, mode=mode)
+                if len(pids_of_assembly([name])) < 10:
+                    raise BenchError(f"{name} STABLE but fewer than 10 instance processes found")
+                d_ms, c_ms = s.destroy(name, timeout_s=60)
+                log(f"10 instances ({mode}): STABLE after {s_ms:.1f} ms (POST {p_ms:.1f} ms, "
+                    f"{polls} GETs); DELETE to 404 and no process {d_ms:.1f} ms, "
+                    f"to directories gone {c_ms:.1f} ms")
+                if mode == "poll":
+                    polled.append(s_ms)
+                    continue
+                stable.append(s_ms)
+                post.append(p_ms)
+                destroy.append(d_ms)
+                cleaned.append(c_ms)
         rss10 = s.rss()
         peer10 = [peer_spawn(10) for _ in range(args.small_reps)]
         out["launch_10_instances_stable_ms_median"] = statistics.median(stable)
         out["launch_10_instances_stable_ms_all"] = ", ".join(f"{v:.1f}" for v in stable)
+        out["launch_10_instances_stable_ms_median_polling"] = statistics.median(polled)
+        out["launch_10_instances_stable_ms_all_polling"] = ", ".join(f"{v:.1f}" for v in polled)
         out["launch_10_instances_post_ms_median"] = statistics.median(post)
         out["destroy_10_instances_gone_ms_median"] = statistics.median(destroy)
         out["destroy_10_instances_dirs_removed_ms_median"] = statistics.median(cleaned)
@@ -461,7 +490,7 @@ def main():
         threads_max = 0
         for i in range(args.big_reps):
             name = f"{tag}-big-{i}"
-            p_ms, s_ms, polls, body = s.launch(assembly_n(name, n), timeout_s=600)
+            p_ms, s_ms, polls, body = s.launch(assembly_n(name, n), timeout_s=600, mode="watch")
             found = len(pids_of_assembly([name]))
             if found < n:
                 raise BenchError(f"{name} STABLE but only {found} processes of it found")
@@ -471,7 +500,7 @@ def main():
             if left:
                 log(f"WARNING: cgroup of {name} still there after destroy")
                 out["cgroups_left_after_destroy"] = True
-            log(f"{n} instances: STABLE after {s_ms:.1f} ms (POST {p_ms:.1f} ms, {polls} polls, "
+            log(f"{n} instances: STABLE after {s_ms:.1f} ms (POST {p_ms:.1f} ms, {polls} GETs, "
                 f"GET body {body} bytes); DELETE to 404 and no process {d_ms:.1f} ms, "
                 f"to directories gone {c_ms:.1f} ms")
             stable.append(s_ms)
@@ -481,7 +510,7 @@ def main():
         # Once more, polling the small list of summaries instead of the 1,000-instance
         # service: shows what the status GETs themselves cost the launch.
         name = f"{tag}-big-listpoll"
-        _, list_ms, polls, _ = s.launch(assembly_n(name, n), timeout_s=600, poll_list=True)
+        _, list_ms, polls, _ = s.launch(assembly_n(name, n), timeout_s=600, mode="poll_list")
         if len(pids_of_assembly([name])) < n:
             raise BenchError(f"{name} STABLE but fewer than {n} processes of it found")
         s.destroy(name, timeout_s=300)

@@ -198,6 +198,7 @@ struct Reply {
   int status = 0;  // 0: no answer
   nlohmann::json body;
   std::string text;
+  std::string index;  // its X-Tarn-Index header ("" when none)
 };
 
 // One REST call to the server on 127.0.0.1:`port` with bearer `token` (none: "").
@@ -217,6 +218,7 @@ inline Reply CallApiWithToken(int port, const std::string& method, const std::st
   if (!r) return out;
   out.status = r->status;
   out.text = r->body;
+  out.index = r->get_header_value("X-Tarn-Index");
   out.body = nlohmann::json::parse(r->body, nullptr, false);
   return out;
 }

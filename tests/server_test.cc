@@ -472,6 +472,113 @@ TEST_F(ServerTest, AServicesInstancesAndEventsPage) {
   EXPECT_EQ(Call("GET", "/tarn/v1/services/paged/events?limit=x").status, 400);
 }
 
+// Blocking reads (api/watches.h, Consul's blocking queries): a GET that sends the
+// X-Tarn-Index it was given is held until the status changes, the assembly goes, the wait
+// ends or the server stops, and nothing else holds it.
+TEST_F(ServerTest, ABlockingReadIsHeldUntilTheStatusChanges) {
+  StartServer();
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("watched", 1)).status, 202);
+  ASSERT_TRUE(WaitState("watched", "STABLE"));
+  Reply now = Call("GET", "/app/v1/services/watched");
+  ASSERT_EQ(now.status, 200) << now.text;
+  ASSERT_FALSE(now.index.empty()) << "no X-Tarn-Index";
+  const uint64_t index = std::stoull(now.index);
+  const std::string held = "/app/v1/services/watched?index=" + now.index;
+  auto elapsed_ms = [](auto since) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 since)
+        .count();
+  };
+
+  // Nothing changes: held for the whole wait, then the same status and index.
+  auto t0 = std::chrono::steady_clock::now();
+  Reply same = Call("GET", held + "&wait=400ms");
+  EXPECT_GE(elapsed_ms(t0), 350);
+  ASSERT_EQ(same.status, 200) << same.text;
+  EXPECT_EQ(same.index, now.index);
+  EXPECT_EQ(same.body, now.body);
+
+  // A flex answers the held read with the new status; the wait (20 s) is not waited out.
+  Reply changed;
+  std::atomic<bool> answered{false};
+  t0 = std::chrono::steady_clock::now();
+  std::thread reader([&] {
+    changed = Call("GET", held + "&wait=20s");
+    answered = true;
+  });
+  std::this_thread::sleep_for(300ms);
+  EXPECT_FALSE(answered) << "answered before anything changed";
+  ASSERT_EQ(
+      Call("PUT", "/app/v1/services/watched/components/sleeper", {{"number_of_containers", 2}})
+          .status,
+      200);
+  reader.join();
+  EXPECT_LT(elapsed_ms(t0), 10000);
+  ASSERT_EQ(changed.status, 200) << changed.text;
+  EXPECT_GT(std::stoull(changed.index), index);
+  EXPECT_EQ(changed.body["components"][0]["number_of_containers"], 2) << changed.text;
+  ASSERT_TRUE(WaitState("watched", "STABLE"));
+
+  // An index this server never gave (a restarted one counts anew) is answered at once, as
+  // is another tenant's assembly (404, as if it did not exist), before anything is held.
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(Call("GET", "/app/v1/services/watched?index=999999999&wait=20s").status, 200);
+  EXPECT_EQ(Call("GET", held + "&wait=20s", json(), "bob").status, 404);
+  EXPECT_LT(elapsed_ms(t0), 10000);
+
+  // Bad parameters are named.
+  Reply bad = Call("GET", "/app/v1/services/watched?index=soon");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["diagnostics"], "index: expected a whole number >= 0, got \"soon\"")
+      << bad.text;
+  bad = Call("GET", held + "&wait=later");
+  EXPECT_EQ(bad.status, 400);
+  EXPECT_EQ(bad.body["diagnostics"],
+            "wait: expected a duration such as 500ms, 30s or 5m (at most 10m), got \"later\"")
+      << bad.text;
+
+  // A client that watches the destroy sees each change, then 404 once the assembly is
+  // gone, every answer with a newer index.
+  Reply current = Call("GET", "/app/v1/services/watched");
+  std::vector<Reply> seen;
+  std::thread watcher([&] {
+    std::string last = current.index;
+    for (int i = 0; i < 50; ++i) {
+      Reply r = Call("GET", "/app/v1/services/watched?index=" + last + "&wait=20s");
+      seen.push_back(r);
+      if (r.status != 200 || r.index == last) break;
+      last = r.index;
+    }
+  });
+  std::this_thread::sleep_for(200ms);
+  t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(Call("DELETE", "/app/v1/services/watched").status, 200);
+  watcher.join();
+  EXPECT_LT(elapsed_ms(t0), 15000);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().status, 404) << seen.back().text;
+  for (size_t i = 0; i + 1 < seen.size(); ++i) {
+    EXPECT_EQ(seen[i].status, 200);
+    EXPECT_GT(std::stoull(seen[i].index),
+              i == 0 ? std::stoull(current.index) : std::stoull(seen[i - 1].index));
+  }
+
+  // A server that stops answers what it holds (the status as it is) before it exits.
+  ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("held", 1)).status, 202);
+  ASSERT_TRUE(WaitState("held", "STABLE"));
+  Reply before = Call("GET", "/app/v1/services/held");
+  Reply at_stop;
+  std::thread stop_reader(
+      [&] { at_stop = Call("GET", "/app/v1/services/held?index=" + before.index + "&wait=60s"); });
+  std::this_thread::sleep_for(200ms);
+  t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(server_->Terminate()) << server_->log();
+  stop_reader.join();
+  EXPECT_LT(elapsed_ms(t0), 15000);
+  EXPECT_EQ(at_stop.status, 200) << at_stop.text;
+  EXPECT_EQ(at_stop.index, before.index);
+}
+
 TEST_F(ServerTest, StopStartDestroy) {
   StartServer();
   ASSERT_EQ(Call("POST", "/app/v1/services", Sleeper("sss", 2)).status, 202);

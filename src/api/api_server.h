@@ -40,6 +40,8 @@ class Collector;
 
 namespace tarn::api {
 
+class Watches;
+
 class ApiServer {
  public:
   struct Options {
@@ -54,6 +56,7 @@ class ApiServer {
     // Limits and timeouts; listen, server_header and render_error are set by Start.
     http::Server::Options http = DefaultHttpOptions();
     int blocking_threads = 8;  // for commands and log lookups, which wait for the loop
+    size_t max_watches = 4096;  // blocking reads held at once (watches.h); more answer at once
     std::function<std::string()> server_metrics;    // extra Prometheus text; may be empty
     const metrics::Collector* collector = nullptr;  // instances' metrics; none: not scraped
     auth::LoginCodes* login_codes = nullptr;        // required: `tarn ui`'s one-time codes
@@ -79,6 +82,8 @@ class ApiServer {
  private:
   void Register();  // the routes
   void Handle(http::Request request, http::Responder respond);
+  struct Pending;
+  void Serve(const std::shared_ptr<Pending>& pending);  // runs the route; holds or answers
   void CountRequest(const std::string& method, int status, double seconds);
   void Audit(const std::string& method, const std::string& path, const std::string& source,
              const auth::Caller* caller, auth::AuthFailure failure, int status,
@@ -90,6 +95,7 @@ class ApiServer {
   std::vector<std::unique_ptr<http::Server>> http_;
   struct Pool;
   std::unique_ptr<Pool> pool_;
+  std::unique_ptr<Watches> watches_;
   mutable std::mutex metrics_mu_;
   std::map<std::pair<std::string, int>, uint64_t> requests_;  // (method, status) -> count
   std::map<double, uint64_t> latency_buckets_;                // le -> count (cumulative later)

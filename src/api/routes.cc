@@ -136,4 +136,34 @@ bool QueryNumber(const ApiRequest& req, ApiResponse& res, const char* key, int64
   return true;
 }
 
+bool WatchParams(const ApiRequest& req, ApiResponse& res, uint64_t* index,
+                 std::chrono::milliseconds* wait) {
+  int64_t n = 0;
+  if (!QueryNumber(req, res, "index", 0, &n)) return false;
+  *index = static_cast<uint64_t>(n);
+  *wait = kDefaultWatchWait;
+  if (!req.has_param("wait")) return true;
+  const std::string text = req.get_param_value("wait");
+  std::string_view number = text;
+  double scale = 1000;  // seconds, unless a unit says otherwise
+  for (auto [suffix, ms] :
+       {std::pair{"ms", 1.0}, std::pair{"s", 1000.0}, std::pair{"m", 60000.0}}) {
+    const std::string_view unit = suffix;
+    if (number.size() > unit.size() && number.ends_with(unit)) {
+      number.remove_suffix(unit.size());
+      scale = ms;
+      break;
+    }
+  }
+  const std::optional<double> value = ParseFiniteDouble(number);
+  if (!value || *value < 0) {
+    Error(res, 400,
+          "wait: expected a duration such as 500ms, 30s or 5m (at most 10m), got \"" + text + "\"");
+    return false;
+  }
+  const double ms = std::min(*value * scale, static_cast<double>(kMaxWatchWait.count()));
+  *wait = std::chrono::milliseconds(static_cast<int64_t>(ms));
+  return true;
+}
+
 }  // namespace tarn::api

@@ -4,11 +4,14 @@
 // of who is asking (whoami, tokens, the audit log).
 #pragma once
 
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -35,6 +38,7 @@ struct ApiRequest {
   std::string body;
   bool tls = false;                      // it came over TLS
   const auth::Caller* caller = nullptr;  // set for every route but the open ones
+  bool woken = false;  // a held request (ApiResponse::hold) run again: answer it now
 
   bool has_param(const std::string& key) const { return params.count(key) > 0; }
   std::string get_param_value(const std::string& key) const {
@@ -53,6 +57,15 @@ struct ApiResponse {
   // was (a 404 that hides another tenant's assembly is a denial too).
   std::string audit_object;
   std::string denied;
+  // Set by a blocking read (watches.h) instead of an answer: the request waits until
+  // assembly `key` changes past `index` or `wait` passes, then its handler runs again with
+  // ApiRequest::woken (on a thread of its own) and answers.
+  struct Hold {
+    std::string key;  // "user/name"
+    uint64_t index = 0;
+    std::chrono::milliseconds wait{0};
+  };
+  std::optional<Hold> hold;
 
   void set_content(std::string text, std::string type) {
     body = std::move(text);
@@ -209,6 +222,15 @@ void RegisterIdentityRoutes(Router& h, auth::AuthStore* tokens, auth::AuditLog* 
 // naming it) when it is something else.
 bool QueryNumber(const ApiRequest& req, ApiResponse& res, const char* key, int64_t dflt,
                  int64_t* out);
+
+// A blocking read's parameters (watches.h): ?index=N, a whole number >= 0 (0 or absent:
+// answer at once), and ?wait=DURATION ("500ms", "30s", "5m", or a number of seconds; default
+// kDefaultWatchWait, longer ones cut to kMaxWatchWait, as Consul's). False (answered 400,
+// naming the parameter) when either is malformed.
+inline constexpr std::chrono::milliseconds kDefaultWatchWait{5 * 60 * 1000};
+inline constexpr std::chrono::milliseconds kMaxWatchWait{10 * 60 * 1000};
+bool WatchParams(const ApiRequest& req, ApiResponse& res, uint64_t* index,
+                 std::chrono::milliseconds* wait);
 
 // The dashboard's session cookie, and the value of cookie `name` in a Cookie header ("" when
 // absent).

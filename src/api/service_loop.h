@@ -3,8 +3,8 @@
 // a backend event, Call() a function and wait for it. Between inputs the loop sleeps until
 // the Manager's next deadline (restart backoffs, probes, lifetimes), at most `max_idle`.
 // After each round of work it publishes a StateSnapshot for the readers (rounds of backend
-// events alone at most every kPublishInterval), and a round's Call()s are answered only once
-// its snapshot is out: what a caller was told is done, readers see.
+// events alone as often as publishing stays a small share of the loop's time), and a round's
+// Call()s are answered only once its snapshot is out: what a caller was told is done, readers see.
 #pragma once
 
 #include <atomic>
@@ -48,6 +48,10 @@ class ServiceLoop {
 
   // The newest snapshot; any thread.
   std::shared_ptr<const StateSnapshot> Snapshot() const { return snapshots_.Current(); }
+  // SnapshotPublisher::OnPublish: `f` sees each snapshot the loop publishes.
+  void OnPublish(std::function<void(const StateSnapshot&)> f) {
+    snapshots_.OnPublish(std::move(f));
+  }
 
  private:
   void Run();
@@ -67,9 +71,14 @@ class ServiceLoop {
   bool stopped_ = false;
   std::atomic<uint64_t> events_{0};
   std::atomic<uint64_t> calls_{0};
-  // Real time, not clock_: a test's fake clock must not hold snapshots back.
+  // Real time, not clock_: a test's fake clock must not hold snapshots back. Publishing
+  // takes at most 1 / (1 + kPublishShare) of the loop's time.
   static constexpr std::chrono::milliseconds kPublishInterval{20};
+  static constexpr int kPublishShare = 9;
   std::chrono::steady_clock::time_point last_publish_{};  // loop thread only
+  // From the last publish until the next one of events alone: kPublishShare times what
+  // the last publish took, at most kPublishInterval.
+  std::chrono::steady_clock::duration publish_gap_ = kPublishInterval;  // loop thread only
   bool unpublished_ = false;                              // a round since then changed things
   SnapshotPublisher snapshots_;
   std::thread thread_;

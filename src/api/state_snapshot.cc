@@ -52,9 +52,13 @@ void SnapshotPublisher::Publish(const service::Manager& m) {
   for (service::AssemblyStatus& a : m.List("")) {
     const std::string key = a.user + "/" + a.name;
     const uint64_t serial = m.LastEventSerial(a.user, a.name);
+    std::shared_ptr<const AssemblyView> old;
+    if (auto it = previous->by_key.find(key); it != previous->by_key.end()) {
+      old = previous->assemblies[it->second];
+    }
+    const bool same_status = old != nullptr && old->status() == a;
     std::shared_ptr<const std::vector<service::Event>> events;
-    if (const AssemblyView* old = previous->Find(a.user, a.name);
-        old != nullptr && old->last_event_serial() == serial) {
+    if (old != nullptr && old->last_event_serial() == serial) {
       events = old->events();
     } else {
       auto list = m.Events(a.user, a.name);
@@ -68,13 +72,28 @@ void SnapshotPublisher::Publish(const service::Manager& m) {
       }
     }
     next->by_key[key] = next->assemblies.size();
-    next->assemblies.push_back(
-        std::make_shared<const AssemblyView>(std::move(a), std::move(events), serial));
+    if (same_status && events == old->events()) {
+      next->assemblies.push_back(std::move(old));  // with the JSON it rendered
+    } else {
+      const uint64_t modified = same_status ? old->modify_index() : next->generation;
+      next->assemblies.push_back(
+          std::make_shared<const AssemblyView>(std::move(a), std::move(events), serial, modified));
+    }
   }
   next->nodes = m.backend().Nodes();
   next->queues = m.backend().Queues();
+  std::function<void(const StateSnapshot&)> notify;
+  {
+    std::lock_guard lock(mu_);
+    current_ = next;
+    notify = on_publish_;
+  }
+  if (notify) notify(*next);
+}
+
+void SnapshotPublisher::OnPublish(std::function<void(const StateSnapshot&)> f) {
   std::lock_guard lock(mu_);
-  current_ = std::move(next);
+  on_publish_ = std::move(f);
 }
 
 std::shared_ptr<const StateSnapshot> SnapshotPublisher::Current() const {

@@ -6,10 +6,14 @@
 //
 // The JSON of an assembly's status is rendered once per snapshot (and per second of its
 // remaining lifetime, the one value that moves without a change) and then shared by every
-// reader. Events are shared between snapshots while the assembly has had no new one.
+// reader. An assembly whose status and events did not change keeps its view (and so its
+// rendered JSON) from one snapshot to the next, and each view carries its modify index: the
+// generation of the snapshot in which its status last changed, which blocking reads wait on
+// (watches.h). Events are shared between snapshots while the assembly has had no new one.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,8 +29,11 @@ class AssemblyView {
  public:
   AssemblyView(service::AssemblyStatus status,
                std::shared_ptr<const std::vector<service::Event>> events,
-               uint64_t last_event_serial)
-      : status_(std::move(status)), events_(std::move(events)), last_event_(last_event_serial) {}
+               uint64_t last_event_serial, uint64_t modify_index)
+      : status_(std::move(status)),
+        events_(std::move(events)),
+        last_event_(last_event_serial),
+        modify_index_(modify_index) {}
 
   // The status with its remaining lifetime as of `now_wall_ms`.
   service::AssemblyStatus Status(int64_t now_wall_ms) const;
@@ -36,11 +43,14 @@ class AssemblyView {
   const service::AssemblyStatus& status() const { return status_; }
   const std::shared_ptr<const std::vector<service::Event>>& events() const { return events_; }
   uint64_t last_event_serial() const { return last_event_; }
+  // The generation of the snapshot in which status() last changed (>= 1).
+  uint64_t modify_index() const { return modify_index_; }
 
  private:
   const service::AssemblyStatus status_;
   const std::shared_ptr<const std::vector<service::Event>> events_;
   const uint64_t last_event_;
+  const uint64_t modify_index_;
   mutable std::mutex mu_;
   mutable int64_t rendered_lifetime_ = 0;
   mutable std::shared_ptr<const std::string> rendered_;  // guarded by mu_
@@ -53,7 +63,7 @@ struct InstanceRun {
 
 class StateSnapshot {
  public:
-  uint64_t generation = 0;
+  uint64_t generation = 0;  // 1 for the first published, then one more each
   std::vector<std::shared_ptr<const AssemblyView>> assemblies;  // by user, then name
   std::vector<scheduler::NodeUsage> nodes;
   std::vector<scheduler::QueueUsage> queues;
@@ -81,10 +91,14 @@ class SnapshotPublisher {
   void Publish(const service::Manager& m);
   // Any thread; never null (an empty snapshot before the first Publish).
   std::shared_ptr<const StateSnapshot> Current() const;
+  // Any thread: `f` is called on the publishing thread with each snapshot once it is
+  // current (the watches' wake-up); it must be quick. An empty `f` removes it.
+  void OnPublish(std::function<void(const StateSnapshot&)> f);
 
  private:
   mutable std::mutex mu_;
   std::shared_ptr<const StateSnapshot> current_;  // guarded by mu_
+  std::function<void(const StateSnapshot&)> on_publish_;  // guarded by mu_
 };
 
 }  // namespace tarn::api

@@ -15,6 +15,7 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cstring>
 #include <limits>
@@ -561,7 +562,8 @@ http::request<http::string_body> NewRequest(http::verb verb, const std::string& 
 
 }  // namespace
 
-StatusOr<json> ApiClient::Call(Method method, const std::string& target, const json* body) {
+StatusOr<json> ApiClient::Call(Method method, const std::string& target, const json* body,
+                               uint64_t* index) {
   static constexpr http::verb kVerbs[] = {http::verb::get, http::verb::post, http::verb::put,
                                           http::verb::delete_};
   http::request<http::string_body> request =
@@ -580,11 +582,25 @@ StatusOr<json> ApiClient::Call(Method method, const std::string& target, const j
     return FailureStatus({Failure::kRead, ec}, options_.address);
   }
   if (!parser->keep_alive()) connection_->Close();  // "Connection: close"
+  if (index != nullptr) {
+    const auto field = parser->get()["X-Tarn-Index"];
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(field.data(), field.data() + field.size(), n);
+    *index = ec == std::errc() && end == field.data() + field.size() ? n : 0;
+  }
   return Answer(parser->get().result_int(), parser->get().body());
 }
 
 StatusOr<json> ApiClient::Get(std::string_view path, const Query& query) {
   return Call(Method::kGet, Target(path, query), nullptr);
+}
+
+StatusOr<json> ApiClient::Watch(std::string_view path, uint64_t* index, int64_t wait_ms) {
+  Query query;
+  if (*index > 0) {
+    query = {{"index", std::to_string(*index)}, {"wait", std::to_string(wait_ms) + "ms"}};
+  }
+  return Call(Method::kGet, Target(path, query), nullptr, index);
 }
 
 StatusOr<json> ApiClient::Post(std::string_view path, const json& body) {

@@ -74,6 +74,11 @@ class ApiClient {
   // reached, kNotFound / kInvalidArgument / kAlreadyExists / ... for 4xx and 5xx answers,
   // kDataLoss for a 2xx body that is not JSON.
   StatusOr<nlohmann::json> Get(std::string_view path, const Query& query = {});
+  // A blocking GET (docs/api.md, "Watching an assembly"): with *index > 0, answered once
+  // what `path` reads has changed past *index, or after about `wait_ms`; with 0, at once.
+  // *index becomes the answer's X-Tarn-Index (0 when it had none: a server that cannot hold
+  // reads, to be polled). read_timeout_ms must exceed `wait_ms`.
+  StatusOr<nlohmann::json> Watch(std::string_view path, uint64_t* index, int64_t wait_ms);
   StatusOr<nlohmann::json> Post(std::string_view path, const nlohmann::json& body);
   StatusOr<nlohmann::json> Put(std::string_view path, const nlohmann::json& body);
   StatusOr<nlohmann::json> Delete(std::string_view path);
@@ -96,8 +101,9 @@ class ApiClient {
   // path?tenant=T&k=v...
   std::string Target(std::string_view path, const Query& query) const;
   // Sends one request (with a JSON body where `body` is not null) to `target`.
+  // *index, when given: the answer's X-Tarn-Index (0 when absent or not a number).
   StatusOr<nlohmann::json> Call(Method method, const std::string& target,
-                                const nlohmann::json* body);
+                                const nlohmann::json* body, uint64_t* index = nullptr);
 
   Options options_;
   std::unique_ptr<Connection> connection_;

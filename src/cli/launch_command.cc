@@ -1,5 +1,6 @@
 // tarn launch FILE [--wait]: validates the assembly file exactly as `tarn validate` does,
 // posts it with its local files inlined, and optionally follows it until it is up.
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 #include <map>
@@ -20,7 +21,8 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr auto kPollInterval = std::chrono::milliseconds(250);
+constexpr auto kPollInterval = std::chrono::milliseconds(250);  // a server without watches
+constexpr int64_t kWatchWaitMs = 30000;              // how long one GET may be held for a change
 constexpr size_t kMaxAssemblyFileBytes = 16u << 20;  // as spec::LoadAssemblyFile
 constexpr size_t kMaxBodyBytes = 4u << 20;           // the server's limit (413 beyond)
 constexpr int kTimedOutExit = 124;                   // as timeout(1) and `tarn run`
@@ -68,8 +70,18 @@ int Wait(ApiClient& client, const std::string& name, bool want_stopped, double t
   const auto start = std::chrono::steady_clock::now();
   const std::string path = "/app/v1/services/" + UrlEncode(name);
   std::string last_line;
+  uint64_t index = 0;  // of the last answer: the next GET is held until the status changes
   for (;;) {
-    auto service = client.Get(path);
+    const uint64_t seen = index;
+    // Each wait is cut to the time left, and well inside the client's read timeout.
+    int64_t wait_ms = kWatchWaitMs;
+    if (timeout_s > 0) {
+      const double left =
+          timeout_s -
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      wait_ms = std::clamp<int64_t>(static_cast<int64_t>(left * 1000) + 1, 1, kWatchWaitMs);
+    }
+    auto service = client.Watch(path, &index, wait_ms);
     if (!service.ok()) return PrintError(service.status());
     std::string line = FormatProgress(*service);
     if (line != last_line) {
@@ -100,7 +112,8 @@ int Wait(ApiClient& client, const std::string& name, bool want_stopped, double t
       std::cerr << "tarn: " << name << " is not up after " << timeout_s << "s: " << line << "\n";
       return kTimedOutExit;
     }
-    std::this_thread::sleep_for(kPollInterval);
+    // A server that does not hold reads (no index in its answers) is polled.
+    if (index == 0 || index == seen) std::this_thread::sleep_for(kPollInterval);
   }
 }
 

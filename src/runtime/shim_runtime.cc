@@ -127,7 +127,10 @@ StatusOr<ContainerState> ShimRuntime::Start(const ContainerSpec& in) {
     return InternalError(spec.work_dir + ": chown: " + std::strerror(errno));
   }
   ::unlink((spec.shim_dir + "/exit.json").c_str());
-  RETURN_IF_ERROR(WriteFileAtomically(spec.shim_dir + "/spec.json", ToJson(spec).dump(2)));
+  // Not fsync'ed (as DockerRuntime's): it describes a start that a machine crash ends anyway,
+  // and a server crash leaves it in the page cache.
+  RETURN_IF_ERROR(WriteFileAtomically(spec.shim_dir + "/spec.json", ToJson(spec).dump(2),
+                                      /*durable=*/false));
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0)
     return InternalError(std::string("pipe: ") + std::strerror(errno));

@@ -60,6 +60,8 @@ struct InstanceStatus {
   // Running and passing its readiness check now, whatever `state` says during an upgrade
   // (an instance UPGRADING serves until it is stopped): what a load balancer routes on.
   bool ready = false;
+
+  bool operator==(const InstanceStatus&) const = default;
 };
 
 struct ComponentStatus {
@@ -69,6 +71,8 @@ struct ComponentStatus {
   int64_t number_of_containers = 0;  // desired
   int64_t ready = 0;
   std::vector<InstanceStatus> instances;  // by index
+
+  bool operator==(const ComponentStatus&) const = default;
 };
 
 struct AssemblyStatus {
@@ -88,6 +92,9 @@ struct AssemblyStatus {
   std::string name_resolution;              // how programs in its containers resolve names
   std::string network_walls;                // who else may connect to them (on/off: why)
   std::vector<ComponentStatus> components;  // in the file's order
+
+  // What the API's watches compare (api/watches.h): equal statuses render the same JSON.
+  bool operator==(const AssemblyStatus&) const = default;
 };
 
 struct Event {
