@@ -1,10 +1,14 @@
 // bench/run runtime: how long tarn's runtime takes from "start these N instances" to "all
 // running", and from "stop them" to "stopped and cleaned up" (no process, no cgroup left),
-// for N = 1, 10, 100, next to plain fork+exec of the same command (and kill + waitpid) as
-// the floor, in the same run. Each instance is `sleep 1000` under tarn-shim with its own PID,
-// mount, UTS and IPC namespaces and cgroup. N = 1 is the median of 7 starts, each 300 ms
+// for N = 1, 10, 100 (medians of 7, 3, 3), next to plain fork+exec of the same command (and kill +
+// waitpid) as the floor, in the same run. Each instance is `sleep 1000` under tarn-shim with its
+// own PID, mount, UTS and IPC namespaces and cgroup. N = 1 is the median of 7 starts, each 300 ms
 // after the last cgroup move, as a start on a quiet machine is (the kernel's cgroup lock
 // goes back to its reader-friendly state within milliseconds of a move).
+//
+// The starts are measured twice, round by round in turn: with the shims forked by
+// tarn-shim's fork server (the default; keys without a suffix), and exec'd one by one, as
+// before it (keys with _exec_each).
 //
 // With --favordynmods on a machine where the kernel's favordynmods is off, it measures, turns
 // it on (runtime/cgroup_dynmods.h: machine-wide, until reboot) and measures again: the keys
@@ -115,30 +119,42 @@ double Median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// N = 1 (median of 7, spaced), 10 and 100, into `out` with `suffix` after each key.
-bool Measure(tarn::runtime::ShimRuntime& runtime, const std::string& dir, const std::string& suffix,
+// N = 1 (median of 7, spaced), 10 and 100 (medians of 3), for each of `runtimes` in turn,
+// round by round, so that the machine's drift falls on all alike; into `out` with the
+// runtime's suffix and then `suffix` after each key.
+using Runtimes = std::vector<std::pair<tarn::runtime::ShimRuntime*, std::string>>;
+bool Measure(const Runtimes& runtimes, const std::string& dir, const std::string& suffix,
              nlohmann::json& out) {
   for (int n : {1, 10, 100}) {
-    const int reps = n == 1 ? 7 : 1;
-    std::vector<double> start, stop, fork_exec, kill_wait;
+    const int reps = n == 1 ? 7 : 3;
+    std::vector<std::vector<Round>> rounds(runtimes.size());
     for (int rep = 0; rep < reps; ++rep) {
-      if (n == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
-      Round r;
-      const std::string tag = std::to_string(n) + suffix + "-" + std::to_string(rep);
-      if (!MeasureRound(runtime, dir, n, tag, &r)) return false;
-      start.push_back(r.tarn_start_ms);
-      stop.push_back(r.tarn_stop_ms);
-      fork_exec.push_back(r.fork_exec_ms);
-      kill_wait.push_back(r.kill_wait_ms);
+      for (size_t i = 0; i < runtimes.size(); ++i) {
+        if (n == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        Round r;
+        const std::string tag =
+            std::to_string(n) + runtimes[i].second + suffix + "-" + std::to_string(rep);
+        if (!MeasureRound(*runtimes[i].first, dir, n, tag, &r)) return false;
+        rounds[i].push_back(r);
+      }
     }
-    const std::string k = std::to_string(n) + suffix;
-    out["tarn_start_ms_" + k] = Median(start);
-    out["tarn_stop_cleaned_ms_" + k] = Median(stop);
-    out["fork_exec_start_ms_" + k] = Median(fork_exec);
-    out["kill_wait_ms_" + k] = Median(kill_wait);
-    if (reps > 1) out["tarn_start_ms_all_" + k] = start;
-    out["start_ratio_tarn_vs_fork_exec_" + k] = Median(start) / Median(fork_exec);
-    out["stop_ratio_tarn_vs_kill_wait_" + k] = Median(stop) / Median(kill_wait);
+    for (size_t i = 0; i < runtimes.size(); ++i) {
+      std::vector<double> start, stop, fork_exec, kill_wait;
+      for (const Round& r : rounds[i]) {
+        start.push_back(r.tarn_start_ms);
+        stop.push_back(r.tarn_stop_ms);
+        fork_exec.push_back(r.fork_exec_ms);
+        kill_wait.push_back(r.kill_wait_ms);
+      }
+      const std::string k = std::to_string(n) + runtimes[i].second + suffix;
+      out["tarn_start_ms_" + k] = Median(start);
+      out["tarn_stop_cleaned_ms_" + k] = Median(stop);
+      out["fork_exec_start_ms_" + k] = Median(fork_exec);
+      out["kill_wait_ms_" + k] = Median(kill_wait);
+      out["tarn_start_ms_all_" + k] = start;
+      out["start_ratio_tarn_vs_fork_exec_" + k] = Median(start) / Median(fork_exec);
+      out["stop_ratio_tarn_vs_kill_wait_" + k] = Median(stop) / Median(kill_wait);
+    }
   }
   return true;
 }
@@ -162,12 +178,17 @@ int main(int argc, char** argv) {
   }
   char tmpl[] = "/tmp/tarn-runtime-bench-XXXXXX";
   std::string dir = ::mkdtemp(tmpl);
+  // Shims forked by tarn-shim's fork server (the default), and, as before it, exec'd each.
   tarn::runtime::ShimRuntime runtime({argv[1]});
+  tarn::runtime::ShimRuntime::Options exec_each{argv[1]};
+  exec_each.fork_server = false;
+  tarn::runtime::ShimRuntime exec_runtime(exec_each);
+  const Runtimes runtimes = {{&runtime, ""}, {&exec_runtime, "_exec_each"}};
   nlohmann::json out;
   out["benchmark"] = "runtime";
   const bool at_start = FavorsDynmodsNow();
   out["favordynmods_at_start"] = at_start;
-  bool ok = Measure(runtime, dir, "", out);
+  bool ok = Measure(runtimes, dir, "", out);
   if (ok && favor && !at_start) {
     auto turned = tarn::runtime::FavorDynmods();
     if (!turned.ok()) {
@@ -178,7 +199,7 @@ int main(int argc, char** argv) {
       // ext4 without a journal passes over inodes freed in the last 60 s when it allocates
       // one: the first round's thousand files would slow the second round's creates.
       std::this_thread::sleep_for(std::chrono::seconds(65));
-      ok = Measure(runtime, dir, "_favordynmods", out);
+      ok = Measure(runtimes, dir, "_favordynmods", out);
     }
   }
   std::system(("rm -rf " + dir).c_str());

@@ -5,11 +5,13 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -75,6 +77,162 @@ ShimRuntime::ShimRuntime(Options options) : options_(std::move(options)) {
   shim_comm_ = options_.shim_binary.substr(options_.shim_binary.rfind('/') + 1).substr(0, 15);
 }
 
+ShimRuntime::~ShimRuntime() {
+  std::lock_guard lock(fork_mu_);
+  StopForkServer();
+}
+
+pid_t ShimRuntime::fork_server_pid() const {
+  std::lock_guard lock(fork_mu_);
+  return fork_pid_;
+}
+
+Status ShimRuntime::StartForkServer() {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    return InternalError(std::string("socketpair: ") + std::strerror(errno));
+  }
+  // Its socket as fd 3 (moved off 3 first: a dup2 onto itself keeps close-on-exec),
+  // /dev/null as stdin and stdout, our stderr for its own troubles, nothing else of ours;
+  // in a session of its own, so that a terminal's ^C to the server's process group does not
+  // reach it.
+  if (sv[1] == 3) {
+    const int moved = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 4);
+    ::close(sv[1]);
+    sv[1] = moved;
+    if (moved < 0) {
+      ::close(sv[0]);
+      return InternalError(std::string("fcntl: ") + std::strerror(errno));
+    }
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  const char* argv[] = {options_.shim_binary.c_str(), "--fork-server", "3", nullptr};
+  pid_t pid = 0;
+  const int spawned =
+      ::posix_spawn(&pid, argv[0], &actions, &attr, const_cast<char* const*>(argv), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(sv[1]);
+  if (spawned != 0) {
+    ::close(sv[0]);
+    return UnavailableError("cannot run " + options_.shim_binary + ": " + std::strerror(spawned));
+  }
+  fork_pid_ = pid;
+  fork_sock_ = sv[0];
+  // Waited for through its pidfd, never by a pid that ReapEnded() may have freed for reuse.
+  fork_pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  return OkStatus();
+}
+
+void ShimRuntime::StopForkServer() {
+  if (fork_sock_ < 0) return;
+  ::close(fork_sock_);  // it exits at the end of its socket; its shims go on
+  fork_sock_ = -1;
+  // Reaped here, or, if it takes longer than 100 ms, by ReapEnded() later.
+  if (fork_pidfd_ >= 0) {
+    pollfd p{fork_pidfd_, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      siginfo_t info{};
+      ::waitid(P_PIDFD, static_cast<id_t>(fork_pidfd_), &info, WEXITED | WNOHANG);
+    }
+    ::close(fork_pidfd_);
+    fork_pidfd_ = -1;
+  }
+  fork_pid_ = -1;
+}
+
+StatusOr<pid_t> ShimRuntime::ForkShim(const std::string& shim_dir, int ready_fd) {
+  std::lock_guard lock(fork_mu_);
+  std::string why;
+  // A second try with a fresh fork server when the one we had is gone before it took the
+  // request.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (fork_sock_ < 0) RETURN_IF_ERROR(StartForkServer());
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    iovec iov{const_cast<char*>(shim_dir.data()), shim_dir.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &ready_fd, sizeof(int));
+    ssize_t sent;
+    do {
+      sent = ::sendmsg(fork_sock_, &msg, MSG_NOSIGNAL);
+    } while (sent < 0 && errno == EINTR);
+    if (sent != static_cast<ssize_t>(shim_dir.size())) {
+      // Not taken (it is gone): no shim was forked, so a fresh fork server may be asked.
+      why = sent < 0 ? std::strerror(errno) : "a short send";
+      StopForkServer();
+      continue;
+    }
+    // A fork takes a millisecond; a fork server that answers nothing in 10 s is stuck.
+    pollfd p{fork_sock_, POLLIN, 0};
+    int ready;
+    do {
+      ready = ::poll(&p, 1, 10000);
+    } while (ready < 0 && errno == EINTR);
+    char reply[512];
+    const ssize_t got = ready > 0 ? ::recv(fork_sock_, reply, sizeof reply, 0) : -1;
+    if (got > 0) {
+      const std::string text(reply, static_cast<size_t>(got));
+      if (text.rfind("ok ", 0) == 0) return static_cast<pid_t>(std::atoi(text.c_str() + 3));
+      return FailedPreconditionError(text.rfind("error ", 0) == 0 ? text.substr(6) : text);
+    }
+    // Taken, but no answer (it died, or is stuck and is killed now): it may have forked the
+    // shim, so the request is never sent again; the ready pipe tells whether a shim runs
+    // (its "ok") or not (its end, without a word). The next start gets a fresh fork server.
+    if (ready == 0) ::kill(fork_pid_, SIGKILL);
+    StopForkServer();
+    return 0;
+  }
+  return UnavailableError("the shims' fork server: " + why);
+}
+
+Status ShimRuntime::SpawnShim(const std::string& shim_dir, int ready_fd, pid_t* pid) {
+  // The shim gets the pipe's write end as fd 3 and nothing else of the server's (sockets,
+  // the store): an fd already numbered 3 would keep its close-on-exec flag through the
+  // dup2, so it moves up first.
+  int moved = -1;
+  if (ready_fd == 3) {
+    moved = ::fcntl(ready_fd, F_DUPFD_CLOEXEC, 4);
+    if (moved < 0) return InternalError(std::string("fcntl: ") + std::strerror(errno));
+    ready_fd = moved;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, ready_fd, 3);
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  const char* argv[] = {options_.shim_binary.c_str(), shim_dir.c_str(), "3", nullptr};
+  // In a session of its own from the start, the shim need not fork again to detach
+  // (tarn-shim detaches itself only when it is not a session leader); it stays our child.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  const int spawned =
+      ::posix_spawn(pid, argv[0], &actions, &attr, const_cast<char* const*>(argv), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  if (moved >= 0) ::close(moved);
+  if (spawned != 0) {
+    return FailedPreconditionError("cannot run " + options_.shim_binary + ": " +
+                                   std::strerror(spawned));
+  }
+  return OkStatus();
+}
+
 void ShimRuntime::ReapEnded() {
   // Only shims: the server's other children (commands it runs) are waited for by whoever
   // started them. A zombie stays one until waited for, so its pid cannot be reused meanwhile.
@@ -134,43 +292,30 @@ StatusOr<ContainerState> ShimRuntime::Start(const ContainerSpec& in) {
   int ready[2];
   if (::pipe2(ready, O_CLOEXEC) != 0)
     return InternalError(std::string("pipe: ") + std::strerror(errno));
-  // The shim gets the pipe's write end as fd 3 and nothing else of the server's (sockets,
-  // the store): an fd already numbered 3 would keep its close-on-exec flag through the
-  // dup2, so it moves up first.
-  if (ready[1] == 3) {
-    int moved = ::fcntl(ready[1], F_DUPFD_CLOEXEC, 4);
-    ::close(ready[1]);
-    ready[1] = moved;
-    if (moved < 0) {
+  // Forked by the fork server (a third of an exec's cost here), or, when there is none,
+  // exec'd by posix_spawn, never by fork(): glibc's posix_spawn clones the address space
+  // (CLONE_VM | CLONE_VFORK) instead of copying it, so a start neither copies the server's
+  // page tables nor leaves every page the server writes next to fault once more
+  // (copy-on-write); measured in docs/runtime.md.
+  pid_t child = 0;
+  bool forked = false;  // by the fork server, whose children the kernel reaps
+  if (options_.fork_server) {
+    StatusOr<pid_t> pid = ForkShim(spec.shim_dir, ready[1]);
+    if (pid.ok()) {
+      child = *pid;
+      forked = true;
+    } else if (pid.status().code() != StatusCode::kUnavailable) {
       ::close(ready[0]);
-      return InternalError(std::string("fcntl: ") + std::strerror(errno));
+      ::close(ready[1]);
+      return FailedPreconditionError(spec.id + ": cannot start: " + pid.status().message());
     }
   }
-  // posix_spawn, not fork: glibc's clones the address space (CLONE_VM | CLONE_VFORK)
-  // instead of copying it, so a start neither copies the server's page tables nor leaves
-  // every page the server writes next to fault once more (copy-on-write); measured in
-  // docs/runtime.md.
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, ready[1], 3);
-  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
-  const char* argv[] = {options_.shim_binary.c_str(), spec.shim_dir.c_str(), "3", nullptr};
-  // In a session of its own from the start, the shim need not fork again to detach
-  // (tarn-shim detaches itself only when it is not a session leader); it stays our child,
-  // reaped as every shim is (we are their subreaper anyway).
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-  pid_t child = 0;
-  const int spawned =
-      ::posix_spawn(&child, argv[0], &actions, &attr, const_cast<char* const*>(argv), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  if (spawned != 0) {
-    ::close(ready[0]);
-    ::close(ready[1]);
-    return FailedPreconditionError(spec.id + ": cannot start: cannot run " + options_.shim_binary +
-                                   ": " + std::strerror(spawned));
+  if (!forked) {
+    if (Status s = SpawnShim(spec.shim_dir, ready[1], &child); !s.ok()) {
+      ::close(ready[0]);
+      ::close(ready[1]);
+      return FailedPreconditionError(spec.id + ": cannot start: " + s.message());
+    }
   }
   ::close(ready[1]);
   std::string reply;
@@ -182,7 +327,8 @@ StatusOr<ContainerState> ShimRuntime::Start(const ContainerSpec& in) {
   ::close(ready[0]);
   while (!reply.empty() && reply.back() == '\n') reply.pop_back();
   if (reply.rfind("ok ", 0) != 0) {
-    ::waitpid(child, nullptr, 0);  // a shim that failed exits right after saying why
+    // A shim that failed exits right after saying why; the fork server's are reaped for it.
+    if (!forked) ::waitpid(child, nullptr, 0);
     std::string why =
         reply.rfind("error ", 0) == 0 ? reply.substr(6) : "the shim exited without a word";
     return FailedPreconditionError(spec.id + ": cannot start: " + why);

@@ -179,10 +179,15 @@ TEST_F(ShimRuntimeTest, WorkloadIgnoringSigtermIsKilledAfterTheGracePeriod) {
 TEST_F(ShimRuntimeTest, ContainerOutlivesTheRuntimeAndIsFoundAgain) {
   ContainerSpec spec = Spec("echo up > ready; exec sleep 1000");
   MakeReadyFifo(spec, "ready");
+  pid_t fork_server = -1;
   {
     ShimRuntime first({TARN_SHIM_BINARY});
     ASSERT_TRUE(first.Start(spec).ok());
+    fork_server = first.fork_server_pid();
+    ASSERT_GT(fork_server, 0) << "the shim was not forked by the fork server";
   }
+  // The fork server ended with its runtime (and was waited for); the container did not.
+  EXPECT_NE(::kill(fork_server, 0), 0) << "the fork server outlived its runtime";
   AwaitReady(spec, "ready");
   ShimRuntime second({TARN_SHIM_BINARY});  // "tarn server restarted"
   auto st = second.State(spec.shim_dir);
@@ -213,6 +218,58 @@ TEST_F(ShimRuntimeTest, AShimThatDiedIsReportedLost) {
   // Cleaning up after a lost shim is the cgroup's job.
   EXPECT_TRUE(cgroups_->KillAll(spec.cgroup).ok());
   EXPECT_TRUE(cgroups_->Remove(spec.cgroup).ok());
+  ExpectNothingLeft(spec);
+}
+
+// The fork server (shim.h) killed: its shims live on, and the next start forks from a new
+// one.
+TEST_F(ShimRuntimeTest, AForkServerThatDiedIsReplacedAndItsShimsLiveOn) {
+  ContainerSpec a = Spec("echo up > ready; exec sleep 1000");
+  MakeReadyFifo(a, "ready");
+  ASSERT_TRUE(runtime_.Start(a).ok());
+  AwaitReady(a, "ready");
+  const pid_t first = runtime_.fork_server_pid();
+  ASSERT_GT(first, 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  ASSERT_EQ(::waitpid(first, nullptr, 0), first);  // ours: as the server's ReapEnded would
+
+  ContainerSpec b = Spec("echo up > ready; exec sleep 1000");
+  b.id = "alice/test/c-1";
+  b.shim_dir = dir_ + "/shim-b";
+  b.work_dir = dir_ + "/work-b";
+  b.cgroup = "tarn-test-" + std::to_string(::getpid()) + "/alice/test/c-1";
+  MakeReadyFifo(b, "ready");
+  auto started = runtime_.Start(b);
+  ASSERT_TRUE(started.ok()) << started.status().ToString();
+  AwaitReady(b, "ready");
+  EXPECT_GT(runtime_.fork_server_pid(), 0);
+  EXPECT_NE(runtime_.fork_server_pid(), first);
+
+  for (const ContainerSpec* spec : {&a, &b}) {
+    auto st = runtime_.State(spec->shim_dir);
+    ASSERT_TRUE(st.ok());
+    EXPECT_EQ(st->phase, ContainerState::Phase::kRunning) << spec->id;
+    ASSERT_TRUE(runtime_.Stop(spec->shim_dir).ok());
+    auto done = runtime_.Wait(spec->shim_dir, 20s);
+    ASSERT_TRUE(done.ok()) << done.status().ToString();
+    EXPECT_EQ(done->exit.signal, 15) << spec->id;
+    EXPECT_FALSE(cgroups_->Exists(spec->cgroup)) << spec->cgroup;
+  }
+  ExpectNothingLeft(a);
+}
+
+// Without the fork server every shim is exec'd anew, and runs the same.
+TEST_F(ShimRuntimeTest, WithoutTheForkServerEachShimIsExeced) {
+  ShimRuntime::Options options{TARN_SHIM_BINARY};
+  options.fork_server = false;
+  ShimRuntime execs(options);
+  ContainerSpec spec = Spec("echo out; exit 3");
+  ASSERT_TRUE(execs.Start(spec).ok());
+  auto done = execs.Wait(spec.shim_dir, 20s);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ(done->exit.exit_code, 3);
+  EXPECT_EQ(ReadAll(spec.shim_dir + "/stdout.log"), "out\n");
+  EXPECT_EQ(execs.fork_server_pid(), -1);
   ExpectNothingLeft(spec);
 }
 

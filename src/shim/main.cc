@@ -1,5 +1,5 @@
-// tarn-shim SHIM_DIR READY_FD, or tarn-shim --foreground SHIM_DIR [--env NAME=VALUE]...:
-// see shim.h.
+// tarn-shim SHIM_DIR READY_FD, tarn-shim --foreground SHIM_DIR [--env NAME=VALUE]..., or
+// tarn-shim --fork-server FD: see shim.h.
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -20,6 +20,9 @@ int main(int argc, char** argv) {
       env.push_back(argv[i + 1]);
     }
     return tarn::shim::RunShimForeground(argv[2], env);
+  }
+  if (argc == 3 && std::string(argv[1]) == "--fork-server") {
+    return tarn::shim::RunForkServer(std::atoi(argv[2]));
   }
   if (argc != 3 || argv[1][0] == '-') {
     std::fprintf(stderr,

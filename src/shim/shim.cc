@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -467,6 +468,48 @@ int RunShim(const std::string& shim_dir, int ready_fd) {
 
 int RunShimForeground(const std::string& shim_dir, const std::vector<std::string>& env) {
   return Run(shim_dir, -1, true, env);
+}
+
+int RunForkServer(int sock) {
+  // The kernel reaps the shims this process forks (each sets SIGCHLD back at once): they
+  // are in sessions of their own and outlive it.
+  ::signal(SIGCHLD, SIG_IGN);
+  for (;;) {
+    char path[4097];
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    iovec iov{path, sizeof path - 1};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    const ssize_t n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return 0;  // the server closed its end (it is gone): so are we
+    int ready_fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+          c->cmsg_len == CMSG_LEN(sizeof(int))) {
+        std::memcpy(&ready_fd, CMSG_DATA(c), sizeof(int));
+      }
+    }
+    std::string reply;
+    if (ready_fd < 0 || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) {
+      reply = "error the fork server got a request without a shim directory and a ready pipe";
+    } else {
+      const pid_t child = ::fork();
+      if (child == 0) {
+        ::close(sock);
+        ::signal(SIGCHLD, SIG_DFL);
+        ::setsid();  // a session leader, as ShimRuntime's posix_spawn makes it
+        _exit(Run(std::string(path, static_cast<size_t>(n)), ready_fd, false, {}));
+      }
+      reply = child < 0 ? std::string("error fork: ") + std::strerror(errno)
+                        : "ok " + std::to_string(child);
+    }
+    if (ready_fd >= 0) ::close(ready_fd);
+    if (::send(sock, reply.data(), reply.size(), MSG_NOSIGNAL) < 0 && errno != EINTR) return 0;
+  }
 }
 
 }  // namespace tarn::shim
