@@ -66,6 +66,18 @@ def favordynmods_on():
     return False
 
 
+def check_workloads(name, n):
+    """After STABLE, n processes of assembly `name` run its command (not timed). An instance
+    is STARTED once its shim has told the container's init to go, so the last workloads'
+    exec (what shows TARN_ASSEMBLY in their environment) may still be under way: 5 s."""
+    deadline = now() + 5
+    while len(pids_of_assembly([name])) < n:
+        if now() > deadline:
+            raise BenchError(f"{name} STABLE but fewer than {n} processes of it found 5 s later: "
+                             f"{len(pids_of_assembly([name]))}")
+        time.sleep(0.005)
+
+
 def pids_of_assembly(names):
     """Pids whose environment has TARN_ASSEMBLY=<one of names> (exact)."""
     wanted = {b"TARN_ASSEMBLY=" + n.encode() for n in names}
@@ -452,8 +464,7 @@ def main():
             for mode in (("watch", "poll") if i % 2 == 0 else ("poll", "watch")):
                 name = f"{tag}-ten-{i}-{mode}"
                 p_ms, s_ms, polls, size = s.launch(assembly_10(name), timeout_s=60, mode=mode)
-                if len(pids_of_assembly([name])) < 10:
-                    raise BenchError(f"{name} STABLE but fewer than 10 instance processes found")
+                check_workloads(name, 10)
                 d_ms, c_ms = s.destroy(name, timeout_s=60)
                 log(f"10 instances ({mode}): STABLE after {s_ms:.1f} ms (POST {p_ms:.1f} ms, "
                     f"{polls} GETs); DELETE to 404 and no process {d_ms:.1f} ms, "
@@ -491,9 +502,7 @@ def main():
         for i in range(args.big_reps):
             name = f"{tag}-big-{i}"
             p_ms, s_ms, polls, body = s.launch(assembly_n(name, n), timeout_s=600, mode="watch")
-            found = len(pids_of_assembly([name]))
-            if found < n:
-                raise BenchError(f"{name} STABLE but only {found} processes of it found")
+            check_workloads(name, n)
             threads_max = max(threads_max, s.rss()["Threads"])
             d_ms, c_ms = s.destroy(name, timeout_s=300)
             left = check_cgroups_gone([name])
@@ -511,8 +520,7 @@ def main():
         # service: shows what the status GETs themselves cost the launch.
         name = f"{tag}-big-listpoll"
         _, list_ms, polls, _ = s.launch(assembly_n(name, n), timeout_s=600, mode="poll_list")
-        if len(pids_of_assembly([name])) < n:
-            raise BenchError(f"{name} STABLE but fewer than {n} processes of it found")
+        check_workloads(name, n)
         s.destroy(name, timeout_s=300)
         log(f"{n} instances, polling GET /app/v1/services: STABLE after {list_ms:.1f} ms "
             f"({polls} polls)")
