@@ -490,6 +490,18 @@ TEST_F(ServerTest, ABlockingReadIsHeldUntilTheStatusChanges) {
         .count();
   };
 
+  // /metrics: GETs answered 200, and requests timed.
+  auto counts = [&] {
+    const std::string text = Call("GET", "/metrics").text;
+    auto value = [&](const std::string& series) {
+      const size_t at = text.find("\n" + series + " ");
+      return at == std::string::npos ? -1 : std::stoll(text.substr(at + series.size() + 2));
+    };
+    return std::make_pair(value("tarn_http_requests_total{method=\"GET\",code=\"200\"}"),
+                          value("tarn_http_request_duration_seconds_count"));
+  };
+  const auto counted = counts();
+
   // Nothing changes: held for the whole wait, then the same status and index.
   auto t0 = std::chrono::steady_clock::now();
   Reply same = Call("GET", held + "&wait=400ms");
@@ -497,6 +509,11 @@ TEST_F(ServerTest, ABlockingReadIsHeldUntilTheStatusChanges) {
   ASSERT_EQ(same.status, 200) << same.text;
   EXPECT_EQ(same.index, now.index);
   EXPECT_EQ(same.body, now.body);
+  // Counted, but not timed: its 400 ms are the wait it asked for (the first /metrics GET
+  // counts itself once it has answered).
+  const auto after = counts();
+  EXPECT_EQ(after.first, counted.first + 2);
+  EXPECT_EQ(after.second, counted.second + 1);
 
   // A flex answers the held read with the new status; the wait (20 s) is not waited out.
   Reply changed;

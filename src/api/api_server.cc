@@ -231,6 +231,7 @@ struct ApiServer::Pending {
   ApiRequest req;
   std::shared_ptr<const auth::Caller> caller;
   std::function<void(ApiResponse, const auth::Caller*, auth::AuthFailure)> done;
+  bool held = false;  // it waited for a change (a blocking read)
 };
 
 void ApiServer::Handle(http::Request request, http::Responder respond) {
@@ -265,8 +266,11 @@ void ApiServer::Handle(http::Request request, http::Responder respond) {
   auto finish = [this, t0, method = req.method, path = req.path, peer = credentials.peer,
                  respond = std::move(respond)](ApiResponse res, const auth::Caller* who,
                                                auth::AuthFailure failure) {
-    CountRequest(method, res.status,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    // A held read's time is the wait it asked for, not the server's: counted, not timed.
+    CountRequest(
+        method, res.status,
+        res.held ? -1
+                 : std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     Audit(method, path, peer, who, failure, res.status, res.audit_object, res.denied);
     http::Response out(res.status, std::move(res.content_type), std::move(res.body));
     out.headers = std::move(res.headers);
@@ -348,13 +352,16 @@ void ApiServer::Serve(const std::shared_ptr<Pending>& pending) {
     pending->req.woken = true;
     // Woken exactly once, and then answered on Pool::woken; when it need not or cannot
     // wait, answered now.
+    pending->held = true;  // before Wait: a wake may come on another thread at once
     if (watches_->Wait(res.hold->key, res.hold->index, res.hold->wait, [this, pending] {
           boost::asio::post(pool_->woken, [this, pending] { Serve(pending); });
         })) {
       return;
     }
+    pending->held = false;
     return Serve(pending);
   }
+  res.held = pending->held;
   pending->done(std::move(res), pending->caller.get(), auth::AuthFailure::kNone);
 }
 
@@ -384,6 +391,7 @@ void ApiServer::Audit(const std::string& method, const std::string& path, const 
 void ApiServer::CountRequest(const std::string& method, int status, double seconds) {
   std::lock_guard lock(metrics_mu_);
   ++requests_[{method, status}];
+  if (seconds < 0) return;  // not timed
   for (double le : kLatencyBuckets) {
     if (seconds <= le) {
       ++latency_buckets_[le];
@@ -404,7 +412,9 @@ std::string ApiServer::Metrics() const {
       out += "tarn_http_requests_total{method=\"" + key.first + "\",code=\"" +
              std::to_string(key.second) + "\"} " + std::to_string(n) + "\n";
     }
-    out += "# HELP tarn_http_request_duration_seconds Time to answer an API request.\n";
+    out +=
+        "# HELP tarn_http_request_duration_seconds Time to answer an API request (a "
+        "blocking read that was held is counted in tarn_http_requests_total alone).\n";
     out += "# TYPE tarn_http_request_duration_seconds histogram\n";
     uint64_t cumulative = 0;
     for (double le : kLatencyBuckets) {

@@ -66,6 +66,7 @@ struct ApiResponse {
     std::chrono::milliseconds wait{0};
   };
   std::optional<Hold> hold;
+  bool held = false;  // set for the answer of a request that was held (not timed in /metrics)
 
   void set_content(std::string text, std::string type) {
     body = std::move(text);
