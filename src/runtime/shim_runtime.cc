@@ -72,6 +72,45 @@ void ReapIfEnded(pid_t pid, const std::string& start_time) {
 
 }  // namespace
 
+namespace {
+
+// posix_spawn of `binary ARG 3` with `fd` as its fd 3 and nothing else of ours above stderr
+// (sockets, the store): an fd already numbered 3 would keep its close-on-exec flag through
+// the dup2, so it moves up first. In a session of its own; with `null_stdio`, /dev/null as
+// stdin and stdout. FailedPrecondition when it cannot be run.
+StatusOr<pid_t> SpawnTarnShim(const std::string& binary, const char* arg, int fd, bool null_stdio) {
+  int moved = -1;
+  if (fd == 3) {
+    moved = ::fcntl(fd, F_DUPFD_CLOEXEC, 4);
+    if (moved < 0) return InternalError(std::string("fcntl: ") + std::strerror(errno));
+    fd = moved;
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fd, 3);
+  if (null_stdio) {
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  }
+  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+  const char* argv[] = {binary.c_str(), arg, "3", nullptr};
+  pid_t pid = 0;
+  const int spawned =
+      ::posix_spawn(&pid, argv[0], &actions, &attr, const_cast<char* const*>(argv), environ);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  if (moved >= 0) ::close(moved);
+  if (spawned != 0) {
+    return FailedPreconditionError("cannot run " + binary + ": " + std::strerror(spawned));
+  }
+  return pid;
+}
+
+}  // namespace
+
 ShimRuntime::ShimRuntime(Options options) : options_(std::move(options)) {
   if (options_.reap_shims) ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   shim_comm_ = options_.shim_binary.substr(options_.shim_binary.rfind('/') + 1).substr(0, 15);
@@ -92,43 +131,23 @@ Status ShimRuntime::StartForkServer() {
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
     return InternalError(std::string("socketpair: ") + std::strerror(errno));
   }
-  // Its socket as fd 3 (moved off 3 first: a dup2 onto itself keeps close-on-exec),
-  // /dev/null as stdin and stdout, our stderr for its own troubles, nothing else of ours;
-  // in a session of its own, so that a terminal's ^C to the server's process group does not
-  // reach it.
-  if (sv[1] == 3) {
-    const int moved = ::fcntl(sv[1], F_DUPFD_CLOEXEC, 4);
-    ::close(sv[1]);
-    sv[1] = moved;
-    if (moved < 0) {
-      ::close(sv[0]);
-      return InternalError(std::string("fcntl: ") + std::strerror(errno));
-    }
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, sv[1], 3);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-  const char* argv[] = {options_.shim_binary.c_str(), "--fork-server", "3", nullptr};
-  pid_t pid = 0;
-  const int spawned =
-      ::posix_spawn(&pid, argv[0], &actions, &attr, const_cast<char* const*>(argv), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
+  // /dev/null as stdin and stdout, our stderr for its own troubles; in a session of its
+  // own, so that a terminal's ^C to the server's process group does not reach it.
+  StatusOr<pid_t> pid = SpawnTarnShim(options_.shim_binary, "--fork-server", sv[1],
+                                      /*null_stdio=*/true);
   ::close(sv[1]);
-  if (spawned != 0) {
+  if (!pid.ok()) {
     ::close(sv[0]);
-    return UnavailableError("cannot run " + options_.shim_binary + ": " + std::strerror(spawned));
+    // One that cannot be run: each shim is exec'd instead (and says why if it cannot be).
+    if (pid.status().code() == StatusCode::kFailedPrecondition) {
+      return UnavailableError(pid.status().message());
+    }
+    return pid.status();
   }
-  fork_pid_ = pid;
+  fork_pid_ = *pid;
   fork_sock_ = sv[0];
   // Waited for through its pidfd, never by a pid that ReapEnded() may have freed for reuse.
-  fork_pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  fork_pidfd_ = static_cast<int>(::syscall(SYS_pidfd_open, *pid, 0));
   return OkStatus();
 }
 
@@ -202,34 +221,10 @@ StatusOr<pid_t> ShimRuntime::ForkShim(const std::string& shim_dir, int ready_fd)
 }
 
 Status ShimRuntime::SpawnShim(const std::string& shim_dir, int ready_fd, pid_t* pid) {
-  // The shim gets the pipe's write end as fd 3 and nothing else of the server's (sockets,
-  // the store): an fd already numbered 3 would keep its close-on-exec flag through the
-  // dup2, so it moves up first.
-  int moved = -1;
-  if (ready_fd == 3) {
-    moved = ::fcntl(ready_fd, F_DUPFD_CLOEXEC, 4);
-    if (moved < 0) return InternalError(std::string("fcntl: ") + std::strerror(errno));
-    ready_fd = moved;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, ready_fd, 3);
-  posix_spawn_file_actions_addclosefrom_np(&actions, 4);
-  const char* argv[] = {options_.shim_binary.c_str(), shim_dir.c_str(), "3", nullptr};
   // In a session of its own from the start, the shim need not fork again to detach
   // (tarn-shim detaches itself only when it is not a session leader); it stays our child.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
-  const int spawned =
-      ::posix_spawn(pid, argv[0], &actions, &attr, const_cast<char* const*>(argv), environ);
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
-  if (moved >= 0) ::close(moved);
-  if (spawned != 0) {
-    return FailedPreconditionError("cannot run " + options_.shim_binary + ": " +
-                                   std::strerror(spawned));
-  }
+  ASSIGN_OR_RETURN(*pid, SpawnTarnShim(options_.shim_binary, shim_dir.c_str(), ready_fd,
+                                       /*null_stdio=*/false));
   return OkStatus();
 }
 
